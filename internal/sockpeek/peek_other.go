@@ -1,0 +1,10 @@
+//go:build !linux
+
+package sockpeek
+
+// peekFD is the fallback for systems where a non-blocking peek is not wired
+// up: it reports nothing, so callers behave as if peeking were unsupported.
+func (p *Peeker) peekFD(uintptr) bool {
+	p.res = Unsupported
+	return true
+}

@@ -1,0 +1,76 @@
+package sockpeek
+
+import (
+	"crypto/tls"
+	"net"
+	"syscall"
+)
+
+// Result is what a peek found.
+type Result uint8
+
+const (
+	// Empty means nothing is waiting: the connection looks usable.
+	Empty Result = iota
+	// Pending means bytes arrived that nobody asked for (a FATAL error, a
+	// notice, a parameter change). The connection's state is uncertain.
+	Pending
+	// Closed means the peer closed the connection or the socket failed.
+	Closed
+	// Unsupported means the connection is not a socket this package can peek.
+	Unsupported
+)
+
+func (r Result) String() string {
+	switch r {
+	case Empty:
+		return "empty"
+	case Pending:
+		return "pending"
+	case Closed:
+		return "closed"
+	default:
+		return "unsupported"
+	}
+}
+
+// Peeker peeks one connection. It is built once per connection so that each
+// peek costs one system call and no allocation. A Peeker is not safe for
+// concurrent use; a pooled connection has one user at a time.
+type Peeker struct {
+	rc   syscall.RawConn
+	read func(fd uintptr) bool
+	res  Result
+	buf  [1]byte
+}
+
+// New returns a Peeker for c, or nil when c (or the connection under a TLS
+// layer) does not expose its socket.
+func New(c net.Conn) *Peeker {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	p := &Peeker{rc: rc}
+	p.read = p.peekFD
+	return p
+}
+
+// Peek reports what is waiting in the socket. A nil Peeker reports
+// Unsupported.
+func (p *Peeker) Peek() Result {
+	if p == nil {
+		return Unsupported
+	}
+	if err := p.rc.Read(p.read); err != nil {
+		return Closed
+	}
+	return p.res
+}

@@ -1,0 +1,120 @@
+package sockpeek
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// pair returns both ends of a real loopback TCP connection.
+func pair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// waitFor polls the peeker until it reports want, within a generous deadline.
+func waitFor(t *testing.T, p *Peeker, want Result) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := p.Peek()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Peek() = %v, want %v", got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestPeek(t *testing.T) {
+	client, server := pair(t)
+	p := New(client)
+	if p == nil {
+		t.Fatal("New returned nil for a TCP connection")
+	}
+	if got := p.Peek(); got != Empty {
+		t.Fatalf("idle connection: Peek() = %v, want empty", got)
+	}
+
+	if _, err := server.Write([]byte("E")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, Pending)
+	// Peeking consumed nothing: the byte is still there to read.
+	buf := make([]byte, 1)
+	if _, err := client.Read(buf); err != nil || buf[0] != 'E' {
+		t.Fatalf("read after peek = %q, %v", buf, err)
+	}
+	if got := p.Peek(); got != Empty {
+		t.Fatalf("after reading: Peek() = %v, want empty", got)
+	}
+
+	server.Close()
+	waitFor(t, p, Closed)
+}
+
+func TestPeekUnsupported(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	p := New(a)
+	if p != nil {
+		t.Fatal("New(net.Pipe) should return nil")
+	}
+	if got := p.Peek(); got != Unsupported {
+		t.Fatalf("nil Peeker: Peek() = %v", got)
+	}
+}
+
+func BenchmarkPeek(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			buf := make([]byte, 1)
+			c.Read(buf)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	p := New(c)
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.Peek() != Empty {
+			b.Fatal("unexpected data")
+		}
+	}
+}
