@@ -1,0 +1,231 @@
+package hosthealth
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Class is what an error means for failover.
+type Class uint8
+
+const (
+	// NotFailover: not a failover event. An ordinary SQL error, a caller
+	// that gave up, or an error this package does not recognise. The host
+	// keeps its state and the error goes back to the caller.
+	NotFailover Class = iota
+	// Terminal: trying other hosts cannot help (bad credentials, no such
+	// database, permission denied at connect). Stop and report it.
+	Terminal
+	// Topology: the server is up but in the wrong role for the target.
+	// Demote the host and move on without backing off.
+	Topology
+	// Transient: the server asked to be tried again later. Record it, move
+	// on, and back off once per round.
+	Transient
+	// Transport: the host could not be reached or the connection broke.
+	Transport
+)
+
+var classNames = [...]string{
+	NotFailover: "not-failover",
+	Terminal:    "terminal",
+	Topology:    "topology",
+	Transient:   "transient",
+	Transport:   "transport",
+}
+
+// String returns the lower-case, hyphenated name of c.
+func (c Class) String() string {
+	if int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// RoleError is what a connection check returns when the server's role does
+// not satisfy the target. Classify reports it, wrapped or not, as Topology.
+type RoleError struct {
+	Addr   string // host:port of the server
+	Role   Role   // the role the server reported
+	Target Target // the target the connection was made for
+}
+
+// Error describes the mismatch, for example
+// "host 10.0.0.2:5432 is a replica; target read-write needs a primary".
+func (e *RoleError) Error() string {
+	var is string
+	switch e.Role {
+	case RolePrimary, RoleReplica:
+		is = "is a " + e.Role.String()
+	default:
+		is = "has an unknown role"
+	}
+	var needs string
+	switch e.Target {
+	case TargetPrimary:
+		needs = "a primary"
+	case TargetReplica:
+		needs = "a replica"
+	default:
+		needs = "a primary or a replica"
+	}
+	return "host " + e.Addr + " " + is + "; target " + e.Target.String() + " needs " + needs
+}
+
+// Classify sorts err into a failover Class. It looks only at Go error types
+// and SQLSTATE codes, never at message text. The checks run in this order:
+//
+//   - nil and context.Canceled (the caller gave up) are NotFailover.
+//   - A *RoleError anywhere in the chain is Topology, as are pgconn's own
+//     target_session_attrs errors (ErrReadOnlyConnection and friends,
+//     *pgconn.NotPreferredError).
+//   - A *pgconn.PgError is classified by its SQLSTATE (see below). When the
+//     server has spoken, its code wins over whatever else is in the chain.
+//   - context.DeadlineExceeded and pgconn timeouts are Transport.
+//   - A closed connection (pgconn.ErrConnClosed), io.EOF,
+//     io.ErrUnexpectedEOF, net.ErrClosed, any net.Error (which covers
+//     *net.OpError and *net.DNSError), connection-level syscall errnos,
+//     TLS record, alert and certificate errors, and a *pgconn.ConnectError
+//     carrying none of the above are Transport.
+//   - Anything else is NotFailover. That includes pgconn's "conn busy"
+//     error, which is a bug in the caller rather than a fault of the host.
+//
+// SQLSTATE codes:
+//
+//	28P01, 28000, 3D000, 57P04              Terminal
+//	42501 inside a *pgconn.ConnectError     Terminal (NotFailover after connect)
+//	25006                                   Topology
+//	57P03, 53300, 53400                     Transient
+//	57P01, 57P02, class 08                  Transport
+//	everything else                         NotFailover
+func Classify(err error) Class {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return NotFailover
+	}
+	if _, ok := errors.AsType[*RoleError](err); ok || isPgconnTargetError(err) {
+		return Topology
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return classifyCode(pgErr.Code, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+		return Transport
+	}
+	if isTransportError(err) {
+		return Transport
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		// A connect that failed without the server sending an error: the
+		// dial, the TLS handshake or the startup exchange broke.
+		return Transport
+	}
+	return NotFailover
+}
+
+// classifyCode maps a SQLSTATE to a Class. err is the whole chain, needed
+// to tell a permission error at connect from one at query time.
+func classifyCode(code string, err error) Class {
+	switch code {
+	case "28P01", // invalid_password
+		"28000", // invalid_authorization_specification
+		"3D000", // invalid_catalog_name: no such database
+		"57P04": // database_dropped
+		return Terminal
+	case "42501": // insufficient_privilege
+		// At connect this is a missing CONNECT privilege, which holds on
+		// every host of the cluster. At query time it is an ordinary SQL
+		// error.
+		if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+			return Terminal
+		}
+		return NotFailover
+	case "25006": // read_only_sql_transaction: a write reached a standby
+		return Topology
+	case "57P03", // cannot_connect_now: starting up, shutting down, recovering
+		"53300", // too_many_connections
+		"53400": // configuration_limit_exceeded
+		return Transient
+	case "57P01", // admin_shutdown
+		"57P02": // crash_shutdown
+		return Transport
+	}
+	if len(code) == 5 && code[:2] == "08" { // connection_exception class
+		return Transport
+	}
+	return NotFailover
+}
+
+// isPgconnTargetError reports whether err comes from one of pgconn's
+// target_session_attrs checks, used when a connection string still
+// carries that key through to pgconn.
+func isPgconnTargetError(err error) bool {
+	if _, ok := errors.AsType[*pgconn.NotPreferredError](err); ok {
+		return true
+	}
+	return errors.Is(err, pgconn.ErrReadOnlyConnection) ||
+		errors.Is(err, pgconn.ErrReadWriteConnection) ||
+		errors.Is(err, pgconn.ErrPrimaryConnection) ||
+		errors.Is(err, pgconn.ErrStandbyConnection)
+}
+
+// transportErrnos are the socket errors that mean the peer is unreachable
+// or the connection is gone. They normally arrive inside a *net.OpError;
+// this list catches them when a dialer or wrapper returns them bare.
+var transportErrnos = [...]syscall.Errno{
+	syscall.ECONNREFUSED,
+	syscall.ECONNRESET,
+	syscall.ECONNABORTED,
+	syscall.EPIPE,
+	syscall.ETIMEDOUT,
+	syscall.EHOSTUNREACH,
+	syscall.ENETUNREACH,
+	syscall.ENETDOWN,
+	syscall.ENETRESET,
+}
+
+// isTransportError reports whether err shows a broken or unreachable
+// connection in a way that does not depend on the server having answered.
+func isTransportError(err error) bool {
+	if errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.ErrClosedPipe) ||
+		errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	if netErr, ok := errors.AsType[net.Error](err); ok {
+		// syscall.Errno satisfies net.Error too, but a bare errno can be
+		// anything (ENOENT from opening a certificate file, say); only the
+		// connection-level ones count.
+		errno, ok := netErr.(syscall.Errno)
+		if !ok || errno.Timeout() {
+			return true
+		}
+		for _, e := range transportErrnos {
+			if errno == e {
+				return true
+			}
+		}
+	}
+	return hasType[tls.RecordHeaderError](err) ||
+		hasType[tls.AlertError](err) ||
+		hasType[*tls.CertificateVerificationError](err) ||
+		hasType[*tls.ECHRejectionError](err) ||
+		hasType[x509.UnknownAuthorityError](err) ||
+		hasType[x509.HostnameError](err) ||
+		hasType[x509.CertificateInvalidError](err)
+}
+
+// hasType reports whether err's chain holds an error of type E.
+func hasType[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
+}
