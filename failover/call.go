@@ -1,0 +1,276 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+)
+
+// policy says whether a failed statement may run again on another host,
+// and what its failure means.
+type policy uint8
+
+const (
+	// replayable: running it again cannot repeat an effect, even after it
+	// reached the server (connecting, BEGIN, a ping, a replay-safe read
+	// before its first row reached the caller).
+	replayable policy = 1 << iota
+	// retryUnsent: it may run again when it provably did nothing.
+	retryUnsent
+	// writes: it may write, so when it is cut off in flight its outcome is
+	// unknown.
+	writes
+
+	// Common combinations.
+	idempotent = replayable | retryUnsent
+	write      = retryUnsent | writes
+	readOnce   = retryUnsent // a read that is not to be replayed
+	delivered  = policy(0)   // part of its result reached the caller
+)
+
+// errRetry is what call.done returns when the statement should be run again
+// on the next host. It never reaches the caller.
+var errRetry = errors.New("pgfailover: retry")
+
+// call is one pool-level call walking the hosts. It lives on the caller's
+// stack and allocates nothing until the first failover event.
+//
+// A call walks in rounds. Each round visits every host once, best ranked
+// first; the ranking is read afresh before each pick, so a host marked
+// failed is passed over at once (mark before pick). A round that ends with
+// every host refusing on role grounds ends the call with ErrNoHost; any
+// other exhausted round pays one backoff pause and starts again.
+type call struct {
+	p    *Pool
+	ctx  context.Context
+	host int // host of the current attempt, -1 before the first
+
+	tried       hostSet
+	roleRejects int // hosts in this round that refused on role grounds
+
+	events   int       // failover events seen by this call
+	attempts int       // attempts that count against MaxAttempts
+	started  time.Time // time of the first failover event
+	outcomes []error   // last error per host, allocated at the first event
+	backoff  *fullJitter
+}
+
+func (p *Pool) newCall(ctx context.Context) call {
+	return call{p: p, ctx: ctx, host: -1}
+}
+
+// acquire picks the next host and acquires a connection from it, walking on
+// while hosts fail. Connecting sends no statement, so a failed acquire may
+// always move to the next host.
+func (c *call) acquire() (*pgxpool.Conn, error) {
+	for {
+		h, err := c.pick()
+		if err != nil {
+			return nil, err
+		}
+		conn, err := c.p.hosts[h].pool.Acquire(c.ctx)
+		if err == nil {
+			return conn, nil
+		}
+		if err := c.done(err, idempotent); err != errRetry {
+			return nil, err
+		}
+	}
+}
+
+// pick chooses the host for the next attempt.
+func (c *call) pick() (int, error) {
+	for {
+		if c.p.closed.Load() {
+			return -1, ErrClosed
+		}
+		if err := c.ctx.Err(); err != nil {
+			return -1, c.giveUp(ErrBudgetExhausted, err)
+		}
+		for _, h := range c.p.tracker.Ranking() {
+			if !c.tried.has(h) {
+				c.tried.add(h)
+				c.host = h
+				return h, nil
+			}
+		}
+		// The round is over.
+		if c.roleRejects == c.p.tracker.Len() {
+			return -1, c.giveUp(ErrNoHost, nil)
+		}
+		if err := c.pause(); err != nil {
+			return -1, err
+		}
+		c.tried.clear()
+		c.roleRejects = 0
+	}
+}
+
+// done settles an attempt on c.host. err is what the attempt returned and
+// rule says whether the statement may run again. done returns nil on success,
+// errRetry when the caller should try the next host, and otherwise the
+// error to hand back.
+func (c *call) done(err error, rule policy) error {
+	if err == nil {
+		if c.events > 0 {
+			c.p.telemetry.survived(c.ctx)
+		}
+		return nil
+	}
+	unrun := provablyUnrun(err)
+	if c.ctx.Err() != nil {
+		// The caller gave up. A write cut off in flight may still commit.
+		if rule&writes != 0 && !unrun {
+			return c.settled(ErrCommitOutcomeUnknown, err)
+		}
+		return c.failedSafely(err)
+	}
+	class := hosthealth.Classify(err)
+	if class == hosthealth.NotFailover {
+		return c.failedSafely(err)
+	}
+	h := c.host
+	c.p.markFailed(h, class)
+	c.record(h, err)
+	switch {
+	case class == hosthealth.Terminal:
+		// Credentials and database names are the same on every host, so
+		// trying the others would only fill their logs.
+		return c.settled(nil, err)
+	case rule&replayable != 0, unrun && rule&retryUnsent != 0:
+		// Safe to run again.
+	case rule&writes != 0 && class == hosthealth.Transport:
+		return c.settled(ErrCommitOutcomeUnknown, err)
+	default:
+		return c.settled(nil, err)
+	}
+	if class == hosthealth.Topology {
+		c.roleRejects++
+		return errRetry
+	}
+	c.attempts++
+	if c.attempts >= c.p.cfg.MaxAttempts {
+		return c.giveUp(ErrBudgetExhausted, nil)
+	}
+	return errRetry
+}
+
+// settled ends a call that met a failover event and cannot complete: the
+// error names the host and, with kind, what the failure means.
+func (c *call) settled(kind, err error) error {
+	c.p.telemetry.failed(c.ctx)
+	addr := ""
+	if c.host >= 0 {
+		addr = c.p.hosts[c.host].addr
+	}
+	return &HostError{Kind: kind, Addr: addr, Err: err}
+}
+
+// failedSafely returns an error that is not a failover event. When the call
+// had already failed over, the failover could not complete, and says so.
+func (c *call) failedSafely(err error) error {
+	if c.events > 0 {
+		c.p.telemetry.failed(c.ctx)
+	}
+	return err
+}
+
+// provablyUnrun reports whether err proves that the statement did nothing:
+// it never reached the server, or the server refused it before running it
+// (a write on a standby, a server still starting up).
+func provablyUnrun(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "25006", "57P03":
+			return true
+		}
+	}
+	return false
+}
+
+func (c *call) record(h int, err error) {
+	if c.events == 0 {
+		c.started = time.Now()
+		c.outcomes = make([]error, len(c.p.hosts))
+	}
+	c.events++
+	c.outcomes[h] = err
+}
+
+// pause waits out one backoff step between rounds, within the budget.
+func (c *call) pause() error {
+	if c.backoff == nil {
+		c.backoff = newFullJitter(c.p.cfg.BackoffInitial, c.p.cfg.BackoffMax)
+	}
+	wait := c.backoff.NextBackOff()
+	if c.events > 0 && time.Since(c.started)+wait > c.p.cfg.MaxDuration {
+		return c.giveUp(ErrBudgetExhausted, nil)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-c.ctx.Done():
+		return c.giveUp(ErrBudgetExhausted, c.ctx.Err())
+	case <-c.p.life.Done():
+		return ErrClosed
+	}
+}
+
+// giveUp ends the walk with kind, listing each host's last outcome.
+func (c *call) giveUp(kind, cause error) error {
+	if kind == ErrBudgetExhausted && cause != nil && c.events == 0 {
+		// The caller gave up before anything failed: the plain context
+		// error, as pgxpool would return it.
+		return cause
+	}
+	c.p.telemetry.failed(c.ctx)
+	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: c.attempts}
+	for h, err := range c.outcomes {
+		if err != nil {
+			fe.Hosts = append(fe.Hosts, HostError{Addr: c.p.hosts[h].addr, Err: err})
+		}
+	}
+	return fe
+}
+
+// hostSet is a set of host indexes. Up to 64 hosts need no allocation.
+type hostSet struct {
+	small uint64
+	large []uint64
+}
+
+func (s *hostSet) has(i int) bool {
+	if i < 64 {
+		return s.small&(1<<uint(i)) != 0
+	}
+	i -= 64
+	return i/64 < len(s.large) && s.large[i/64]&(1<<uint(i%64)) != 0
+}
+
+func (s *hostSet) add(i int) {
+	if i < 64 {
+		s.small |= 1 << uint(i)
+		return
+	}
+	i -= 64
+	for len(s.large) <= i/64 {
+		s.large = append(s.large, 0)
+	}
+	s.large[i/64] |= 1 << uint(i%64)
+}
+
+func (s *hostSet) clear() {
+	s.small = 0
+	clear(s.large)
+}

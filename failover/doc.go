@@ -1,0 +1,41 @@
+// Package failover is a drop-in replacement for pgxpool over a multi-host
+// PostgreSQL connection string, with the failover behaviour that usually
+// needs a proxy.
+//
+// Swap one line:
+//
+//	pool, err := pgxpool.New(ctx, dsn)   // before
+//	pool, err := failover.New(ctx, dsn)  // after
+//
+// where dsn names every server, for example
+//
+//	postgres://app:secret@db-a:5432,db-b:5432,db-c:5432/app?target_session_attrs=read-write
+//
+// The Pool keeps one pgxpool per host and sends each call to the best host
+// for the target (the primary by default). Hosts are ranked by what was last
+// seen of them (see package hosthealth) and probed in the background, so a
+// promoted replica is found without a restart and connections to a demoted
+// primary are closed instead of failing every write until they expire.
+//
+// # What is retried
+//
+// A call moves to the next host only when that cannot run a statement
+// twice: connecting and BEGIN always may; a statement may when it provably
+// never ran (it did not reach the server, or the server refused it before
+// running it, as a standby refuses a write). Everything else returns an
+// error, and a *FailoverError (wrapping ErrNoHost or ErrBudgetExhausted)
+// says what each host did when the walk could not finish. Connections from
+// Acquire and open transactions are pinned to their host.
+//
+// The walk is bounded by failover_max_attempts, failover_max_duration and
+// the caller's context, with full-jitter exponential backoff paid once per
+// round over the hosts.
+//
+// # Observability
+//
+// Config.MeterProvider receives the counters pgfailover.failover.survived
+// (calls that completed after a failover event) and
+// pgfailover.failover.failed (calls that met one and could not complete).
+// Config.Logger receives host state changes; the Pool logs nothing without
+// it. No password appears in any error, log line or metric.
+package failover

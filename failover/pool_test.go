@@ -1,0 +1,387 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// The interface sqlc generates for pgx/v5 (with :copyfrom and :batch
+// queries), and the one pgx helpers such as pgx.CollectRows callers use.
+type DBTX interface {
+	Exec(context.Context, string, ...interface{}) (pgconn.CommandTag, error)
+	Query(context.Context, string, ...interface{}) (pgx.Rows, error)
+	QueryRow(context.Context, string, ...interface{}) pgx.Row
+	CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error)
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}
+
+var (
+	_ DBTX = (*failover.Pool)(nil)
+	_ DBTX = (*pgxpool.Pool)(nil)
+	// pgx.BeginFunc and pgx.BeginTxFunc accept anything that can begin.
+	_ interface {
+		Begin(context.Context) (pgx.Tx, error)
+		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+	} = (*failover.Pool)(nil)
+)
+
+// waitUntil polls cond until it holds or the deadline passes.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newPool(t *testing.T, ctx context.Context, dsn string) *failover.Pool {
+	t.Helper()
+	pool, err := failover.New(ctx, dsn)
+	if err != nil {
+		t.Fatalf("failover.New: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// serverPort returns the port of the server a pooled connection talks to.
+func serverPort(t *testing.T, ctx context.Context, pool *failover.Pool) int {
+	t.Helper()
+	var port int
+	if err := pool.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// writer inserts increasing ids through the pool until stopped, and keeps
+// the outcome of every write.
+type writer struct {
+	pool   *failover.Pool
+	next   atomic.Int64
+	mu     sync.Mutex // guards the fields below
+	acked  []int64
+	errs   []error
+	lastOK time.Time
+}
+
+func (w *writer) run(ctx context.Context, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		id := w.next.Add(1)
+		_, err := w.pool.Exec(ctx, "INSERT INTO writes (id) VALUES ($1)", id)
+		w.mu.Lock()
+		if err == nil {
+			w.acked = append(w.acked, id)
+			w.lastOK = time.Now()
+		} else {
+			w.errs = append(w.errs, err)
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *writer) okCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+func TestWritesFollowPrimaryThroughFailover(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
+	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4"))
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+
+	w := &writer{pool: pool}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { w.run(ctx, stop) })
+	}
+	defer func() { close(stop); wg.Wait() }()
+	waitUntil(t, 30*time.Second, "writes before the failover", func() bool { return w.okCount() >= 50 })
+
+	promoted := c.Nodes()[1]
+	if err := c.Failover(ctx, promoted); err != nil {
+		t.Fatal(err)
+	}
+	before := w.okCount()
+	waitUntil(t, 30*time.Second, "writes on the new primary", func() bool { return w.okCount() >= before+50 })
+	if got := serverPort(t, ctx, pool); got != promoted.Port() {
+		t.Fatalf("pool writes to port %d, want the new primary's %d", got, promoted.Port())
+	}
+
+	close(stop)
+	wg.Wait()
+	stop = make(chan struct{})
+
+	// With synchronous replication, every acknowledged write survives the
+	// promotion, exactly once.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	count := map[int64]int{}
+	rows, err := pool.Query(ctx, "SELECT id FROM writes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		count[id]++
+	}
+	for _, id := range w.acked {
+		if count[id] != 1 {
+			t.Errorf("acknowledged id %d is present %d times", id, count[id])
+		}
+	}
+	t.Logf("%d writes acknowledged, %d failed during the failover", len(w.acked), len(w.errs))
+}
+
+func TestSwitchoverLeavesNoStaleConnections(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4"))
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	w := &writer{pool: pool}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { w.run(ctx, stop) })
+	}
+	waitUntil(t, 30*time.Second, "writes before the switchover", func() bool { return w.okCount() >= 50 })
+
+	old, next := c.Primary(), c.Nodes()[1]
+	if err := c.Switchover(ctx, next); err != nil {
+		close(stop)
+		wg.Wait()
+		t.Fatal(err)
+	}
+	// The new primary accepts writes and the old one is a standby now.
+	w.mu.Lock()
+	errsAtSwitch := len(w.errs)
+	w.mu.Unlock()
+	before := w.okCount()
+	waitUntil(t, 30*time.Second, "writes after the switchover", func() bool { return w.okCount() >= before+100 })
+	close(stop)
+	wg.Wait()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, err := range w.errs[errsAtSwitch:] {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "25006" {
+			t.Errorf("write failed on a read-only server after the switchover: %v", err)
+		}
+	}
+	if got := serverPort(t, ctx, pool); got != next.Port() {
+		t.Fatalf("pool writes to port %d, want the new primary's %d (old primary %d)", got, next.Port(), old.Port())
+	}
+	t.Logf("%d writes acknowledged; %d failed, %d of them during the switchover", len(w.acked), len(w.errs), len(w.errs)-errsAtSwitch)
+}
+
+func TestNewWhenAllHostsAreDown(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	dsn := c.ConnString("connect_timeout=2")
+	for _, n := range c.Nodes() {
+		if err := n.Stop(ctx, pgtest.Immediate); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := failover.New(ctx, dsn)
+	if err == nil {
+		pool.Close()
+		t.Fatal("New succeeded with every host down")
+	}
+	if !errors.Is(err, failover.ErrNoHost) {
+		t.Errorf("error is not ErrNoHost: %v", err)
+	}
+	var fe *failover.FailoverError
+	if !errors.As(err, &fe) || len(fe.Hosts) != len(c.Nodes()) {
+		t.Fatalf("want one outcome per host, got %v", err)
+	}
+	for _, n := range c.Nodes() {
+		if !strings.Contains(err.Error(), n.Addr()) {
+			t.Errorf("error does not name host %s: %v", n.Addr(), err)
+		}
+	}
+	if strings.Contains(err.Error(), c.Password()) {
+		t.Errorf("error leaks the password: %v", err)
+	}
+}
+
+func TestNewWithWrongPasswordNamesNoPassword(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	const wrong = "wrong-password-4242"
+	dsn := strings.Replace(c.ConnString(""), c.Password(), wrong, 1)
+	pool, err := failover.New(ctx, dsn)
+	if err == nil {
+		pool.Close()
+		t.Fatal("New succeeded with a wrong password")
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "28P01" {
+		t.Errorf("want the server's 28P01 inside, got %v", err)
+	}
+	if strings.Contains(err.Error(), wrong) {
+		t.Errorf("error leaks the password: %v", err)
+	}
+}
+
+func TestOurKeysNeverReachTheServer(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	// PostgreSQL refuses a connection that sets an unknown parameter, so
+	// connecting at all proves none of these keys was sent.
+	dsn := c.ConnString(strings.Join([]string{
+		"target=primary", "zone=eu-1a", "zones=eu-1a,eu-1b",
+		"failover_max_attempts=3", "failover_max_duration=5s",
+		"failover_backoff_initial=10ms", "failover_backoff_max=200",
+		"health_probe_interval=250ms", "pin_after_write=2s", "max_lag=5s",
+		"application_name=pgfailover-test",
+	}, "&"))
+	pool := newPool(t, ctx, dsn)
+	var app string
+	if err := pool.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&app); err != nil {
+		t.Fatal(err)
+	}
+	if app != "pgfailover-test" {
+		t.Errorf("application_name = %q: pgx keys must still reach the server", app)
+	}
+	rows, err := pool.Query(ctx, "SELECT name FROM pg_settings WHERE name IN ('target','zone','zones') OR name LIKE 'failover%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 0 {
+		t.Errorf("server saw our keys: %v", names)
+	}
+}
+
+func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=2s"))
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the primary's pool with a few idle connections.
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { pool.Exec(ctx, "SELECT pg_sleep(0.05)") })
+	}
+	wg.Wait()
+	primary := c.Primary()
+	if err := primary.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	// pg_reload_conf is asynchronous: wait until new sessions see it.
+	waitUntil(t, 10*time.Second, "read-only default", func() bool {
+		conn, err := pgx.Connect(ctx, primary.ConnString(""))
+		if err != nil {
+			return false
+		}
+		defer conn.Close(ctx)
+		var ro string
+		return conn.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro) == nil && ro == "on"
+	})
+
+	_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
+	if !errors.Is(err, failover.ErrNoHost) {
+		t.Fatalf("write to a read-only cluster: want ErrNoHost, got %v", err)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "25006" {
+		t.Errorf("want the 25006 inside, got %v", err)
+	}
+	st := pool.Stat().Hosts()[0]
+	if st.Pool.IdleConns() != 0 {
+		t.Errorf("host %s keeps %d idle connections after refusing a write", st.Addr, st.Pool.IdleConns())
+	}
+	if err := primary.Exec(ctx, "ALTER SYSTEM RESET default_transaction_read_only"); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "writes accepted again", func() bool {
+		_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (2)")
+		return err == nil
+	})
+}
+
+func TestAcquireIsPinned(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if err := c.Failover(ctx, c.Nodes()[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("a pinned connection to a stopped server worked")
+	}
+	// The pool itself moves on.
+	waitUntil(t, 20*time.Second, "a write on the new primary", func() bool {
+		_, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS t (id int)")
+		return err == nil
+	})
+}
+
+func ExampleNew() {
+	ctx := context.Background()
+	pool, err := failover.New(ctx, "postgres://app:secret@db-a:5432,db-b:5432,db-c:5432/app?zone=eu-1a")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	_, err = pool.Exec(ctx, "INSERT INTO events (kind) VALUES ($1)", "signup")
+	if errors.Is(err, failover.ErrNoHost) {
+		fmt.Println("no primary right now")
+	}
+}

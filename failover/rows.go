@@ -1,0 +1,184 @@
+package failover
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// QueryRow runs a query expected to return at most one row. As with
+// pgxpool, errors are deferred to Scan. The statement is sent when Scan is
+// called, and Scan may run it on another host when the first one failed
+// before producing a row under the same rules as Exec.
+func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return &row{p: p, ctx: ctx, sql: sql, args: args}
+}
+
+type row struct {
+	p    *Pool
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r *row) Scan(dest ...any) error {
+	c := r.p.newCall(r.ctx)
+	for {
+		conn, err := c.acquire()
+		if err != nil {
+			return err
+		}
+		err = conn.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+		conn.Release()
+		if err == nil || err == pgx.ErrNoRows {
+			if e := c.done(nil, idempotent); e != nil {
+				return e
+			}
+			return err
+		}
+		if err = c.done(err, queryPolicy(r.ctx, r.sql)); err != errRetry {
+			return err
+		}
+	}
+}
+
+// Query runs a query and returns its rows. Close the rows (or read them to
+// the end) to give the connection back. The query moves to another host
+// only before its first row reaches the caller, under the same rules as
+// Exec; once a row has been delivered, a failure ends the rows with an
+// error and rows from another execution are never added.
+func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r := &rows{ctx: ctx, sql: sql, args: args, call: p.newCall(ctx)}
+	if err := r.start(); err != nil {
+		return errRows{err: err}, err
+	}
+	return r, nil
+}
+
+// rows follows one query across hosts until its first row is delivered.
+type rows struct {
+	ctx  context.Context
+	sql  string
+	args []any
+	call call
+
+	conn      *pgxpool.Conn // nil once released
+	inner     pgx.Rows
+	delivered bool  // a row has reached the caller
+	err       error // the final error, once settled
+}
+
+// start sends the query to the next host that accepts it.
+func (r *rows) start() error {
+	for {
+		conn, err := r.call.acquire()
+		if err != nil {
+			return err
+		}
+		inner, err := conn.Query(r.ctx, r.sql, r.args...)
+		if err == nil {
+			r.conn, r.inner = conn, inner
+			return nil
+		}
+		conn.Release()
+		if err = r.call.done(err, queryPolicy(r.ctx, r.sql)); err != errRetry {
+			return err
+		}
+	}
+}
+
+func (r *rows) Next() bool {
+	for r.err == nil && r.conn != nil {
+		if r.inner.Next() {
+			r.delivered = true
+			return true
+		}
+		err := r.inner.Err()
+		r.release()
+		err = r.call.done(err, r.policy(err))
+		if err != errRetry {
+			r.err = err
+			return false
+		}
+		if err := r.start(); err != nil {
+			r.err = err
+		}
+	}
+	return false
+}
+
+// policy is the retry policy for err, given what reached the caller.
+func (r *rows) policy(err error) policy {
+	if err == nil {
+		return delivered
+	}
+	p := queryPolicy(r.ctx, r.sql)
+	if r.delivered {
+		// Never replayed now; a write cut off is still of unknown outcome.
+		p &= writes
+	}
+	return p
+}
+
+func (r *rows) release() {
+	if r.conn != nil {
+		r.inner.Close()
+		r.conn.Release()
+		r.conn = nil
+	}
+}
+
+func (r *rows) Close() {
+	if r.conn != nil {
+		r.release()
+		if err := r.inner.Err(); err != nil && r.err == nil {
+			r.err = r.call.done(err, r.policy(err))
+		}
+	}
+}
+
+func (r *rows) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.inner.Err()
+}
+
+func (r *rows) CommandTag() pgconn.CommandTag                { return r.inner.CommandTag() }
+func (r *rows) FieldDescriptions() []pgconn.FieldDescription { return r.inner.FieldDescriptions() }
+func (r *rows) RawValues() [][]byte                          { return r.inner.RawValues() }
+func (r *rows) Conn() *pgx.Conn                              { return r.inner.Conn() }
+func (r *rows) TypeMap() *pgtype.Map                         { return r.inner.TypeMap() }
+
+func (r *rows) Scan(dest ...any) error {
+	err := r.inner.Scan(dest...)
+	if err != nil {
+		r.Close()
+	}
+	return err
+}
+
+func (r *rows) Values() ([]any, error) {
+	v, err := r.inner.Values()
+	if err != nil {
+		r.Close()
+	}
+	return v, err
+}
+
+// errRows is the Rows returned when a query could not start anywhere.
+type errRows struct{ err error }
+
+func (errRows) Close()                                       {}
+func (e errRows) Err() error                                 { return e.err }
+func (errRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (errRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (errRows) Next() bool                                   { return false }
+func (e errRows) Scan(...any) error                          { return e.err }
+func (e errRows) Values() ([]any, error)                     { return nil, e.err }
+func (errRows) RawValues() [][]byte                          { return nil }
+func (errRows) Conn() *pgx.Conn                              { return nil }
+func (errRows) TypeMap() *pgtype.Map                         { return nil }

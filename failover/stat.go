@@ -1,0 +1,105 @@
+package failover
+
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+)
+
+// Stat is a snapshot of the Pool: the totals of every host's pgxpool, with
+// the methods of *pgxpool.Stat, and each host's own figures and health.
+type Stat struct {
+	hosts []HostStat
+}
+
+// HostStat is one host's health and pool statistics.
+type HostStat struct {
+	hosthealth.HostStatus
+	Pool *pgxpool.Stat
+}
+
+// Stat returns a snapshot of every host's health and pool.
+func (p *Pool) Stat() *Stat {
+	s := &Stat{hosts: make([]HostStat, len(p.hosts))}
+	for i, h := range p.hosts {
+		s.hosts[i] = HostStat{HostStatus: p.tracker.Status(i), Pool: h.pool.Stat()}
+	}
+	return s
+}
+
+// Hosts returns each host's figures, in connection-string order.
+func (s *Stat) Hosts() []HostStat { return s.hosts }
+
+func (s *Stat) sum32(f func(*pgxpool.Stat) int32) int32 {
+	var n int32
+	for _, h := range s.hosts {
+		n += f(h.Pool)
+	}
+	return n
+}
+
+func (s *Stat) sum64(f func(*pgxpool.Stat) int64) int64 {
+	var n int64
+	for _, h := range s.hosts {
+		n += f(h.Pool)
+	}
+	return n
+}
+
+func (s *Stat) sumDuration(f func(*pgxpool.Stat) time.Duration) time.Duration {
+	var n time.Duration
+	for _, h := range s.hosts {
+		n += f(h.Pool)
+	}
+	return n
+}
+
+// AcquireCount is the number of successful acquires over all hosts.
+func (s *Stat) AcquireCount() int64 { return s.sum64((*pgxpool.Stat).AcquireCount) }
+
+// AcquireDuration is the total time spent acquiring over all hosts.
+func (s *Stat) AcquireDuration() time.Duration {
+	return s.sumDuration((*pgxpool.Stat).AcquireDuration)
+}
+
+// AcquiredConns is the number of connections in use.
+func (s *Stat) AcquiredConns() int32 { return s.sum32((*pgxpool.Stat).AcquiredConns) }
+
+// CanceledAcquireCount is the number of acquires canceled by a context.
+func (s *Stat) CanceledAcquireCount() int64 { return s.sum64((*pgxpool.Stat).CanceledAcquireCount) }
+
+// ConstructingConns is the number of connections being established.
+func (s *Stat) ConstructingConns() int32 { return s.sum32((*pgxpool.Stat).ConstructingConns) }
+
+// EmptyAcquireCount is the number of acquires that had to wait for a
+// connection.
+func (s *Stat) EmptyAcquireCount() int64 { return s.sum64((*pgxpool.Stat).EmptyAcquireCount) }
+
+// EmptyAcquireWaitTime is the total time acquires waited for a connection.
+func (s *Stat) EmptyAcquireWaitTime() time.Duration {
+	return s.sumDuration((*pgxpool.Stat).EmptyAcquireWaitTime)
+}
+
+// IdleConns is the number of idle connections.
+func (s *Stat) IdleConns() int32 { return s.sum32((*pgxpool.Stat).IdleConns) }
+
+// MaxConns is the sum of every host's pool_max_conns.
+func (s *Stat) MaxConns() int32 { return s.sum32((*pgxpool.Stat).MaxConns) }
+
+// TotalConns is the number of open connections.
+func (s *Stat) TotalConns() int32 { return s.sum32((*pgxpool.Stat).TotalConns) }
+
+// NewConnsCount is the number of connections opened.
+func (s *Stat) NewConnsCount() int64 { return s.sum64((*pgxpool.Stat).NewConnsCount) }
+
+// MaxLifetimeDestroyCount is the number of connections closed for reaching
+// pool_max_conn_lifetime.
+func (s *Stat) MaxLifetimeDestroyCount() int64 {
+	return s.sum64((*pgxpool.Stat).MaxLifetimeDestroyCount)
+}
+
+// MaxIdleDestroyCount is the number of connections closed for idling past
+// pool_max_conn_idle_time.
+func (s *Stat) MaxIdleDestroyCount() int64 { return s.sum64((*pgxpool.Stat).MaxIdleDestroyCount) }

@@ -1,0 +1,89 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// counters reads every int64 sum the reader has collected, by name.
+func counters(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range sum.DataPoints {
+					out[m.Name] += dp.Value
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestFailoverCounters(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	// Probes are effectively off, so only the calls below can notice the
+	// failover and the counts are exact.
+	cfg, err := failover.ParseConfig(c.ConnString("health_probe_interval=1h&failover_max_duration=3s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	cfg.MeterProvider = provider
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	if _, err := pool.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	if got := counters(t, ctx, reader); got["pgfailover.failover.survived"] != 0 || got["pgfailover.failover.failed"] != 0 {
+		t.Fatalf("counters before any failover: %v", got)
+	}
+
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The primary dies and the replica is promoted: the next write finds
+	// the old primary gone, walks on and succeeds. One survived call.
+	if err := c.Failover(ctx, c.Nodes()[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatalf("write after promotion: %v", err)
+	}
+	got := counters(t, ctx, reader)
+	if got["pgfailover.failover.survived"] != 1 || got["pgfailover.failover.failed"] != 0 {
+		t.Fatalf("after one survived write: %v", got)
+	}
+
+	// Now every server is down: the next write fails over and cannot
+	// complete. One failed call.
+	if err := c.Nodes()[1].Stop(ctx, pgtest.Immediate); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO t VALUES (2)"); !errors.Is(err, failover.ErrBudgetExhausted) && !errors.Is(err, failover.ErrNoHost) {
+		t.Fatalf("write with every server down: %v", err)
+	}
+	got = counters(t, ctx, reader)
+	if got["pgfailover.failover.survived"] != 1 || got["pgfailover.failover.failed"] != 1 {
+		t.Fatalf("after one failed write: %v", got)
+	}
+}

@@ -1,0 +1,231 @@
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrNoBinaries is returned (wrapped) by New when the PostgreSQL server
+// programs cannot be found.
+var ErrNoBinaries = errors.New("pgtest: PostgreSQL server binaries not found")
+
+// programs lists the executables the harness runs; all must be present.
+var programs = []string{"postgres", "initdb", "pg_basebackup", "pg_rewind"}
+
+// binaries locates the PostgreSQL programs and knows which OS user runs them.
+type binaries struct {
+	dir     string
+	version string // first line of `postgres --version`
+
+	// cred is set when the test process is root: the servers then run as
+	// the postgres system user, because PostgreSQL refuses to run as root.
+	cred *syscall.Credential
+	home string // HOME for the child processes
+}
+
+// findBinaries returns the directory holding the server programs. An explicit
+// dir wins; otherwise the newest /usr/lib/postgresql/<major>/bin, then
+// `pg_config --bindir`, then PATH.
+func findBinaries(ctx context.Context, dir string) (*binaries, error) {
+	var candidates []string
+	if dir != "" {
+		candidates = []string{dir}
+	} else {
+		candidates = append(candidates, debianBinDirs()...)
+		if pc, err := exec.LookPath("pg_config"); err == nil {
+			out, err := exec.CommandContext(ctx, pc, "--bindir").Output()
+			if err == nil {
+				candidates = append(candidates, strings.TrimSpace(string(out)))
+			}
+		}
+		if p, err := exec.LookPath("postgres"); err == nil {
+			candidates = append(candidates, filepath.Dir(p))
+		}
+	}
+	var tried []string
+	for _, d := range candidates {
+		if d == "" || !hasPrograms(d) {
+			tried = append(tried, d)
+			continue
+		}
+		b := &binaries{dir: d}
+		if err := b.identify(ctx); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	where := "searched /usr/lib/postgresql/*/bin, pg_config --bindir and PATH"
+	if dir != "" {
+		where = "searched " + dir
+	}
+	return nil, fmt.Errorf("%w (need %s; %s; tried %q): install the PostgreSQL server package",
+		ErrNoBinaries, strings.Join(programs, ", "), where, tried)
+}
+
+// debianBinDirs lists /usr/lib/postgresql/<major>/bin, newest major first.
+func debianBinDirs() []string {
+	entries, err := os.ReadDir("/usr/lib/postgresql")
+	if err != nil {
+		return nil
+	}
+	type ver struct {
+		n   int
+		dir string
+	}
+	var vs []ver
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		vs = append(vs, ver{n, filepath.Join("/usr/lib/postgresql", e.Name(), "bin")})
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i].n > vs[j].n })
+	dirs := make([]string, len(vs))
+	for i, v := range vs {
+		dirs[i] = v.dir
+	}
+	return dirs
+}
+
+func hasPrograms(dir string) bool {
+	for _, p := range programs {
+		fi, err := os.Stat(filepath.Join(dir, p))
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// identify records the server version and the credentials to run under.
+func (b *binaries) identify(ctx context.Context) error {
+	b.home = os.Getenv("HOME")
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return fmt.Errorf("pgtest: running as root, PostgreSQL must run as the \"postgres\" system user: %w", err)
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("pgtest: unexpected uid/gid %q/%q for user postgres", u.Uid, u.Gid)
+		}
+		b.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
+		b.home = u.HomeDir
+		if b.home == "" {
+			b.home = "/var/lib/postgresql"
+		}
+	}
+	out, err := b.run(ctx, "/", "postgres", "--version")
+	if err != nil {
+		return fmt.Errorf("pgtest: %s/postgres --version: %w", b.dir, err)
+	}
+	b.version = strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+	return nil
+}
+
+// env is the whole environment of a child process. It is built from scratch
+// so that PG* variables of the test environment cannot redirect the tools.
+func (b *binaries) env() []string {
+	env := []string{
+		"PATH=" + b.dir + ":/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + b.home,
+		"LC_ALL=C",
+		"LANG=C",
+	}
+	if tz, ok := os.LookupEnv("TZ"); ok {
+		env = append(env, "TZ="+tz)
+	}
+	return env
+}
+
+// command prepares one of the PostgreSQL programs. The child gets its own
+// process group, so that it and everything it forks can be signalled at once,
+// and runs as the postgres user when we are root.
+func (b *binaries) command(dir, prog string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(b.dir, prog), args...)
+	cmd.Dir = dir
+	cmd.Env = b.env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: b.cred}
+	return cmd
+}
+
+// run executes a short-lived tool to completion and returns its combined
+// output. When ctx ends, the tool's whole process group is killed.
+func (b *binaries) run(ctx context.Context, dir, prog string, args ...string) (string, error) {
+	cmd := b.command(dir, prog, args...)
+	cmd.Stdin = nil
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		err = ctx.Err()
+	}
+	// Tools like pg_basebackup fork helpers; make sure none outlive the call.
+	waitGroupGone(cmd.Process.Pid, 2*time.Second)
+	if err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", prog, strings.Join(args, " "), err, tail(out.String(), 2048))
+	}
+	return out.String(), nil
+}
+
+// chown hands a path to the user the servers run as (no-op unless root).
+func (b *binaries) chown(path string) error {
+	if b.cred == nil {
+		return nil
+	}
+	return os.Lchown(path, int(b.cred.Uid), int(b.cred.Gid))
+}
+
+// mkdirOwned creates dir with perm, owned by the server user.
+func (b *binaries) mkdirOwned(dir string, perm os.FileMode) error {
+	if err := os.Mkdir(dir, perm); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, perm); err != nil { // undo the umask
+		return err
+	}
+	return b.chown(dir)
+}
+
+// writeOwned writes a file owned by the server user with mode 0600.
+func (b *binaries) writeOwned(path string, data []byte) error {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	return b.chown(path)
+}
+
+// tail returns at most the last n bytes of s, starting at a line boundary.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}

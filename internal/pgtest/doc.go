@@ -1,0 +1,60 @@
+// Package pgtest runs real PostgreSQL servers for integration tests: a
+// primary and any number of streaming replicas on loopback ports, plus the
+// drills a failover library must survive (failover, switchover, crash,
+// rejoin, replay lag on demand).
+//
+//	func TestSomething(t *testing.T) {
+//		c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+//		pool, err := failover.New(ctx, c.ConnString("target_session_attrs=read-write"))
+//		...
+//		if err := c.Failover(ctx, c.Nodes()[1]); err != nil {
+//			t.Fatal(err)
+//		}
+//	}
+//
+// Start fails the test (it never skips) when the servers cannot run, for
+// example when PostgreSQL is not installed. Programs use New and Close.
+//
+// # Servers
+//
+// The PostgreSQL programs are taken from Options.BinDir, else the newest
+// /usr/lib/postgresql/<major>/bin, else `pg_config --bindir`, else PATH.
+// initdb runs once per test process into a template that every cluster
+// copies; replicas are made with pg_basebackup. Each server is started as
+// `postgres -D <dir> -c port=<port>`, directly as a child of the test
+// process, in its own process group. When the test process runs as root,
+// the servers run as the "postgres" system user (PostgreSQL refuses root).
+//
+// Every cluster has its own directory under os.TempDir(), removed by Close,
+// so clusters of one process, and of several test binaries, run side by
+// side. A directory left by a process that died without Close (a test
+// binary killed by -timeout) is removed, and its servers killed, by the next
+// process that starts a cluster.
+//
+// Servers listen on 127.0.0.1 only. Superuser "postgres" connects over TCP
+// with scram-sha-256 and Options.Password, so connection strings carry the
+// password and a wrong one really fails; replication connections from
+// 127.0.0.1 and everything on the Unix socket are trusted. The harness uses
+// the socket for its own work. Settings are tuned for speed (fsync=off and
+// small buffers) and for failover drills (wal_log_hints=on and
+// full_page_writes=on so pg_rewind works, wal_keep_size=64MB instead of
+// replication slots). Each server logs to postgres.log in its node
+// directory; errors carry the tail of that log, and Start writes every log
+// tail to the test output when the test failed.
+//
+// # Topology
+//
+// Node 0 starts as primary. Cluster.Primary is who the harness last made
+// primary; it is not re-discovered, so topology changes made behind the
+// harness's back (pg_promote called by a test, say) are not seen. Standbys
+// stream from the primary directly (no cascading) and identify themselves
+// with application_name set to the node name, as seen in
+// pg_stat_replication.
+//
+// Failover stops the primary immediately and promotes a standby; Switchover
+// stops it cleanly first and then brings it back as a standby. A node that
+// holds WAL the new primary never had (the old primary after Failover, or a
+// standby that had received more than the promoted one) cannot simply
+// follow; Rejoin and the followers step of Failover/Switchover detect this
+// and rewind it with pg_rewind.
+package pgtest

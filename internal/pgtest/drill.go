@@ -1,0 +1,492 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pollInterval is how often the harness re-checks a condition it waits for.
+const pollInterval = 5 * time.Millisecond
+
+// poll runs check on one connection to n until it reports done, ctx ends or
+// check fails. A lost connection is reopened.
+func (n *Node) poll(ctx context.Context, what string, check func(context.Context, *pgx.Conn) (bool, error)) error {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.Background())
+		}
+	}()
+	var last error
+	for {
+		if conn == nil {
+			c, err := pgx.Connect(ctx, n.adminConnString())
+			if err == nil {
+				conn = c
+			} else {
+				last = err
+			}
+		}
+		if conn != nil {
+			ok, err := check(ctx, conn)
+			if err == nil && ok {
+				return nil
+			}
+			if err != nil {
+				last = err
+				if conn.IsClosed() {
+					conn = nil
+				}
+			}
+		}
+		if err := sleepCtx(ctx, pollInterval); err != nil {
+			if last != nil {
+				return n.errorf("%s: %w (last error: %v)", what, err, last)
+			}
+			return n.errorf("%s: %w", what, err)
+		}
+	}
+}
+
+// timeline returns the current timeline of the primary p.
+func (p *Node) timeline(ctx context.Context) (int, error) {
+	var walfile string
+	if err := p.queryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn())", &walfile); err != nil {
+		return 0, err
+	}
+	if len(walfile) < 8 {
+		return 0, fmt.Errorf("pgtest: %s: unexpected WAL file name %q", p.name, walfile)
+	}
+	tli, err := strconv.ParseUint(walfile[:8], 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: %s: WAL file name %q: %w", p.name, walfile, err)
+	}
+	return int(tli), nil
+}
+
+// history describes the primary p's current timeline: its number, its
+// parent (0 on timeline 1) and, for each ancestor timeline, the LSN where
+// it ended and the next one began. A server that stopped on ancestor
+// timeline t with no WAL past branch[t] can follow p; one with more WAL has
+// diverged and must be rewound.
+type history struct {
+	tli    int
+	parent int
+	branch map[int]uint64
+}
+
+func (p *Node) history(ctx context.Context) (history, error) {
+	tli, err := p.timeline(ctx)
+	if err != nil || tli == 1 {
+		return history{tli: tli}, err
+	}
+	var text string
+	if err := p.queryRow(ctx, fmt.Sprintf("SELECT pg_read_file('pg_wal/%08X.history')", tli), &text); err != nil {
+		return history{}, err
+	}
+	h := history{tli: tli, branch: map[int]uint64{}}
+	// Lines: "<timeline>\t<LSN where it ended>\t<reason>", oldest first.
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		t, err1 := strconv.Atoi(f[0])
+		lsn, err2 := parseLSN(f[1])
+		if err1 != nil || err2 != nil {
+			return history{}, fmt.Errorf("pgtest: %s: unexpected timeline history line %q", p.name, line)
+		}
+		h.branch[t] = lsn
+		h.parent = t
+	}
+	return h, nil
+}
+
+// diverged reports whether a server on timeline t whose WAL reaches pos
+// holds WAL that the primary of h never had.
+func (h history) diverged(t int, pos uint64) bool {
+	if t == h.tli {
+		return false
+	}
+	end, ok := h.branch[t]
+	return !ok || pos > end
+}
+
+// parseLSN parses PostgreSQL's "XXXXXXXX/XXXXXXXX" notation.
+func parseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("bad LSN %q", s)
+	}
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("bad LSN %q", s)
+	}
+	return h<<32 | l, nil
+}
+
+func formatLSN(v uint64) string { return fmt.Sprintf("%X/%X", v>>32, uint32(v)) }
+
+// waitStreaming waits until standby r streams from p on p's current timeline.
+func (c *Cluster) waitStreaming(ctx context.Context, r, p *Node) error {
+	tli, err := p.timeline(ctx)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("waiting for %s to stream from %s (timeline %d)", r.name, p.name, tli)
+	return r.poll(ctx, what, func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+		return streamsFrom(ctx, conn, p, tli)
+	})
+}
+
+// streamsFrom reports whether the standby behind conn streams from p on
+// timeline tli.
+func streamsFrom(ctx context.Context, conn *pgx.Conn, p *Node, tli int) (bool, error) {
+	var (
+		status string
+		port   *int32
+		recTLI *int32
+	)
+	err := conn.QueryRow(ctx, "SELECT status, sender_port, received_tli FROM pg_stat_wal_receiver").
+		Scan(&status, &port, &recTLI)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // no WAL receiver at the moment
+	}
+	if err != nil {
+		return false, err
+	}
+	return status == "streaming" && port != nil && int(*port) == p.port &&
+		recTLI != nil && int(*recTLI) == tli, nil
+}
+
+// waitSyncStandby waits until primary p has a synchronous standby.
+func (c *Cluster) waitSyncStandby(ctx context.Context, p *Node) error {
+	return p.poll(ctx, "waiting for a synchronous standby", func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+		var n int
+		err := conn.QueryRow(ctx,
+			"SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')").Scan(&n)
+		return n > 0, err
+	})
+}
+
+// Promote promotes the standby n (pg_promote), waits until it accepts
+// writes and makes it the cluster's primary. Promoting the primary only
+// marks it as such.
+func (c *Cluster) Promote(ctx context.Context, n *Node) error {
+	if !n.Running() {
+		return fmt.Errorf("%w: cannot promote %s", ErrStopped, n.name)
+	}
+	inRecovery, err := n.InRecovery(ctx)
+	if err != nil {
+		return err
+	}
+	if inRecovery {
+		var promoted bool
+		if err := n.queryRow(ctx, "SELECT pg_promote(true, 60)", &promoted); err != nil {
+			return n.errorf("promote: %w", err)
+		}
+		if !promoted {
+			return n.errorf("promote: pg_promote returned false")
+		}
+		err := n.poll(ctx, "waiting for promotion to finish", func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+			var ro bool
+			err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&ro)
+			return !ro, err
+		})
+		if err != nil {
+			return err
+		}
+		// After promotion the server only requests a spread checkpoint, and
+		// until one completes its control file still names the old timeline.
+		// pg_rewind reads the timeline from there, so a rewind against this
+		// server would wrongly find "no rewind required".
+		if err := n.Exec(ctx, "CHECKPOINT"); err != nil {
+			return err
+		}
+	}
+	c.setPrimary(n)
+	return nil
+}
+
+// Repoint makes the running standby replica stream from primary: ALTER
+// SYSTEM SET primary_conninfo and pg_reload_conf(), then it waits until the
+// standby streams from primary on primary's timeline. If the standby's replay
+// is paused, it cannot switch before ResumeReplay, so Repoint returns without
+// waiting (WaitReplicated waits for it after the resume). A standby that has
+// replayed WAL past the point where primary's timeline branched off cannot
+// follow it (Repoint then waits until ctx ends); Rejoin rewinds such a node.
+func (c *Cluster) Repoint(ctx context.Context, replica, primary *Node) error {
+	if replica == primary {
+		return fmt.Errorf("pgtest: cannot repoint %s to itself", replica.name)
+	}
+	if !replica.Running() {
+		return fmt.Errorf("%w: cannot repoint %s", ErrStopped, replica.name)
+	}
+	sql := "ALTER SYSTEM SET primary_conninfo = " + confValue(replica.primaryConnInfo(primary))
+	if err := replica.Exec(ctx, sql); err != nil {
+		return err
+	}
+	if err := replica.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return err
+	}
+	// A standby whose replay is paused restarts its WAL receiver only when
+	// replay resumes; waiting for it here would wait for ResumeReplay.
+	var paused bool
+	if err := replica.queryRow(ctx, "SELECT pg_is_wal_replay_paused()", &paused); err != nil {
+		return err
+	}
+	if paused {
+		return nil
+	}
+	return c.waitStreaming(ctx, replica, primary)
+}
+
+// Rejoin turns old (typically a former primary) into a standby of primary
+// and waits until it streams. old is stopped first (fast) if it runs. It is
+// started as a standby (standby.signal, primary_conninfo, following the
+// latest timeline); a server whose WAL ends at or before the point where
+// primary's timeline branched off simply follows. If old replays WAL that
+// primary never had (it diverged, as a primary stopped without a clean
+// hand-over usually has), it is stopped, rewound with pg_rewind and started
+// again.
+func (c *Cluster) Rejoin(ctx context.Context, old, primary *Node) error {
+	if old == primary {
+		return fmt.Errorf("pgtest: cannot rejoin %s to itself", old.name)
+	}
+	if !primary.Running() {
+		return fmt.Errorf("%w: cannot rejoin %s to %s", ErrStopped, old.name, primary.name)
+	}
+	if err := old.Stop(ctx, Fast); err != nil {
+		return err
+	}
+	h, err := primary.history(ctx)
+	if err != nil {
+		return err
+	}
+	if err := old.configureStandby(primary); err != nil {
+		return err
+	}
+	if err := old.start(ctx); err != nil {
+		return err
+	}
+	diverged, err := c.followOrDiverge(ctx, old, primary, h)
+	if err != nil || !diverged {
+		return err
+	}
+	if err := old.Stop(ctx, Fast); err != nil {
+		return err
+	}
+	return c.rewind(ctx, old, primary)
+}
+
+// followGrace bounds how long Rejoin waits for a restarted node to either
+// stream from the new primary or show that it diverged. Past it, the node is
+// rewound anyway; pg_rewind changes nothing if no rewind is needed.
+const followGrace = 10 * time.Second
+
+// followOrDiverge waits until standby r streams from p on p's timeline (it
+// returns false) or has replayed WAL that p never had (true).
+func (c *Cluster) followOrDiverge(ctx context.Context, r, p *Node, h history) (bool, error) {
+	deadline := time.Now().Add(followGrace)
+	diverged := false
+	what := fmt.Sprintf("waiting for %s to follow %s (timeline %d)", r.name, p.name, h.tli)
+	err := r.poll(ctx, what, func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+		// Read the replay position before the receiver state: when replay
+		// has legitimately passed the branch point, the receiver has
+		// already received the new timeline by then.
+		var (
+			replay *string
+			ckTLI  int
+		)
+		err := conn.QueryRow(ctx,
+			"SELECT pg_last_wal_replay_lsn()::text, (SELECT timeline_id FROM pg_control_checkpoint())").
+			Scan(&replay, &ckTLI)
+		if err != nil {
+			return false, err
+		}
+		streaming, err := streamsFrom(ctx, conn, p, h.tli)
+		if err != nil || streaming {
+			return streaming, err
+		}
+		if replay != nil {
+			pos, err := parseLSN(*replay)
+			if err != nil {
+				return false, err
+			}
+			if h.diverged(ckTLI, pos) {
+				diverged = true
+				return true, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			diverged = true // let pg_rewind decide
+			return true, nil
+		}
+		return false, nil
+	})
+	return diverged, err
+}
+
+// rewind runs pg_rewind on the stopped node n against p, makes n a standby
+// of p, starts it and waits until it streams.
+func (c *Cluster) rewind(ctx context.Context, n, p *Node) error {
+	// pg_rewind reads the source's timeline from its control file, which is
+	// only current after a checkpoint (see Promote; p may have been promoted
+	// by other means).
+	if err := p.Exec(ctx, "CHECKPOINT"); err != nil {
+		return err
+	}
+	// pg_rewind runs crash recovery first if n was not shut down cleanly.
+	source := fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", kvQuote(p.sockDir), p.port)
+	out, err := c.bins.run(ctx, n.dir, "pg_rewind", "-D", n.dataDir, "--source-server="+source, "--no-sync")
+	n.rewinds.Add(1)
+	if err != nil {
+		return n.errorf("pg_rewind from %s: %w", p.name, err)
+	}
+	// pg_rewind copies p's configuration files over n's.
+	if err := n.configureStandby(p); err != nil {
+		return err
+	}
+	if err := n.start(ctx); err != nil {
+		return fmt.Errorf("%w\n--- pg_rewind output ---\n%s", err, strings.TrimSpace(out))
+	}
+	if err := c.waitStreaming(ctx, n, p); err != nil {
+		return fmt.Errorf("%w\n--- pg_rewind output ---\n%s", err, strings.TrimSpace(out))
+	}
+	return nil
+}
+
+// Switchover hands the primary role to the standby to: the primary is
+// stopped (fast, so connected standbys receive all of its WAL), to is
+// promoted, the other running standbys are re-pointed to it, and the old
+// primary comes back as a standby of to.
+func (c *Cluster) Switchover(ctx context.Context, to *Node) error {
+	old := c.Primary()
+	if to == old {
+		return fmt.Errorf("pgtest: %s is already the primary", to.name)
+	}
+	if !to.Running() {
+		return fmt.Errorf("%w: cannot switch over to %s", ErrStopped, to.name)
+	}
+	if err := old.Stop(ctx, Fast); err != nil {
+		return err
+	}
+	if err := c.Promote(ctx, to); err != nil {
+		return err
+	}
+	if err := c.followAll(ctx, to, old); err != nil {
+		return err
+	}
+	return c.Rejoin(ctx, old, to)
+}
+
+// Failover simulates losing the primary: it is stopped immediately (no
+// hand-over), to is promoted and the other running standbys follow it. The
+// old primary stays down; Rejoin brings it back as a standby.
+func (c *Cluster) Failover(ctx context.Context, to *Node) error {
+	old := c.Primary()
+	if to == old {
+		return fmt.Errorf("pgtest: %s is already the primary", to.name)
+	}
+	if !to.Running() {
+		return fmt.Errorf("%w: cannot fail over to %s", ErrStopped, to.name)
+	}
+	if err := old.Stop(ctx, Immediate); err != nil {
+		return err
+	}
+	if err := c.Promote(ctx, to); err != nil {
+		return err
+	}
+	return c.followAll(ctx, to, old)
+}
+
+// followAll points every running standby except skip at the new primary p.
+// The standbys followed p's parent timeline; one that received WAL past the
+// branch point could not follow and is rewound (stopped, pg_rewind,
+// restarted).
+func (c *Cluster) followAll(ctx context.Context, p, skip *Node) error {
+	h, err := p.history(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range c.nodes {
+		if r == p || r == skip || !r.Running() {
+			continue
+		}
+		var pos *string
+		err := r.queryRow(ctx, "SELECT GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text", &pos)
+		if err != nil {
+			return err
+		}
+		ahead := false
+		if pos != nil && h.parent != 0 {
+			v, err := parseLSN(*pos)
+			if err != nil {
+				return fmt.Errorf("pgtest: %s: %w", r.name, err)
+			}
+			ahead = h.diverged(h.parent, v)
+		}
+		if ahead {
+			if err := r.Stop(ctx, Fast); err != nil {
+				return err
+			}
+			err = c.rewind(ctx, r, p)
+		} else {
+			err = c.Repoint(ctx, r, p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitReplicated waits until every running standby has replayed the WAL the
+// primary had written when WaitReplicated was called. Running nodes that are
+// not in recovery are not standbys and are skipped. A standby with replay
+// paused holds WaitReplicated until ctx ends.
+func (c *Cluster) WaitReplicated(ctx context.Context) error {
+	p := c.Primary()
+	if !p.Running() {
+		return fmt.Errorf("%w: primary %s", ErrStopped, p.name)
+	}
+	var s string
+	if err := p.queryRow(ctx, "SELECT pg_current_wal_lsn()::text", &s); err != nil {
+		return err
+	}
+	target, err := parseLSN(s)
+	if err != nil {
+		return fmt.Errorf("pgtest: %s: %w", p.name, err)
+	}
+	what := "waiting for replay of " + formatLSN(target) + " from " + p.name
+	for _, r := range c.nodes {
+		if r == p || !r.Running() {
+			continue
+		}
+		err := r.poll(ctx, what, func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+			var replay *string
+			var inRecovery bool
+			err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text").
+				Scan(&inRecovery, &replay)
+			if err != nil || !inRecovery {
+				return !inRecovery, err
+			}
+			if replay == nil {
+				return false, nil
+			}
+			v, err := parseLSN(*replay)
+			return v >= target, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

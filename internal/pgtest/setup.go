@@ -1,0 +1,331 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process-wide state. None of it is meant to be replaced by tests; it exists
+// because initdb and port allocation are shared by every cluster of a process.
+var (
+	// templateMu guards templates; it is held while initdb runs so that
+	// concurrent first clusters wait for one initdb instead of racing.
+	templateMu sync.Mutex
+	templates  = map[string]string{} // binaries dir -> template data dir
+
+	// portsMu guards ports, the loopback ports handed to live nodes of this
+	// process. No I/O while held.
+	portsMu sync.Mutex
+	ports   = map[int]bool{}
+
+	sweepOnce sync.Once
+)
+
+// dirPrefix starts the name of every directory the harness creates under
+// os.TempDir(); the owning process id follows, so leftovers of a process
+// that died without Close can be recognised and removed.
+const dirPrefix = "pgtest-"
+
+// templateFor returns a freshly initdb'ed data directory for b, creating it
+// on first use in this process. Clusters copy it instead of running initdb.
+// The template lives until the process ends (the next process removes it).
+func templateFor(ctx context.Context, b *binaries) (string, error) {
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	if dir, ok := templates[b.dir]; ok {
+		return dir, nil
+	}
+	root, err := os.MkdirTemp(os.TempDir(), fmt.Sprintf("%s%d-template-", dirPrefix, os.Getpid()))
+	if err != nil {
+		return "", fmt.Errorf("pgtest: template dir: %w", err)
+	}
+	data, err := makeTemplate(ctx, b, root)
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return "", err
+	}
+	templates[b.dir] = data
+	return data, nil
+}
+
+func makeTemplate(ctx context.Context, b *binaries, root string) (string, error) {
+	if err := os.Chmod(root, 0o755); err != nil {
+		return "", err
+	}
+	data := filepath.Join(root, "data")
+	if err := b.mkdirOwned(data, 0o700); err != nil {
+		return "", err
+	}
+	if _, err := b.run(ctx, root, "initdb", "-D", data, "-U", "postgres",
+		"-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"); err != nil {
+		return "", fmt.Errorf("pgtest: initdb: %w", err)
+	}
+	hba := "# Written by pgtest.\n" +
+		"local all all trust\n" +
+		"local replication all trust\n" +
+		"host replication all 127.0.0.1/32 trust\n" +
+		"host all all 127.0.0.1/32 scram-sha-256\n"
+	if err := b.writeOwned(filepath.Join(data, "pg_hba.conf"), []byte(hba)); err != nil {
+		return "", err
+	}
+	// Node-specific settings go to pgtest.conf, rewritten for every node.
+	// ALTER SYSTEM (postgresql.auto.conf) still overrides them.
+	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	_, err = io.WriteString(f, "\n# Node settings written by pgtest.\ninclude_if_exists = 'pgtest.conf'\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return data, err
+}
+
+// copyTree copies the template data directory to dst (which must not exist),
+// keeping modes and giving everything to the server user.
+func copyTree(b *binaries, src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return b.mkdirOwned(target, info.Mode().Perm())
+		case info.Mode().IsRegular():
+			if err := copyFile(path, target, info.Mode().Perm()); err != nil {
+				return err
+			}
+			return b.chown(target)
+		default:
+			return nil // sockets, pipes: nothing to carry over
+		}
+	})
+}
+
+func copyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// reservePort picks a free loopback port for a new node. Ports come from
+// below the usual ephemeral range (32768-60999 on Linux) so that the source
+// port of some outgoing connection cannot take a node's port while the node
+// is stopped for a restart.
+func reservePort() (int, error) {
+	const lo, hi = 15000, 32000
+	for range 200 {
+		n, err := rand.Int(rand.Reader, big.NewInt(hi-lo))
+		if err != nil {
+			return 0, err
+		}
+		p := lo + int(n.Int64())
+		portsMu.Lock()
+		taken := ports[p]
+		if !taken {
+			ports[p] = true
+		}
+		portsMu.Unlock()
+		if taken {
+			continue
+		}
+		if portFree(p) {
+			return p, nil
+		}
+		releasePort(p)
+	}
+	return 0, fmt.Errorf("pgtest: no free loopback port found")
+}
+
+func releasePort(p int) {
+	portsMu.Lock()
+	delete(ports, p)
+	portsMu.Unlock()
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+// sweepStale removes directories left under os.TempDir() by processes that
+// died without Close (a test binary killed by -timeout, say), after killing
+// any server still running from them.
+func sweepStale() {
+	tmp := os.TempDir()
+	if real, err := filepath.EvalSymlinks(tmp); err == nil {
+		tmp = real // serverPIDs compares resolved paths
+	}
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, dirPrefix) {
+			continue
+		}
+		rest := strings.TrimPrefix(name, dirPrefix)
+		pidStr, _, ok := strings.Cut(rest, "-")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || pid == os.Getpid() || pidAlive(pid) {
+			continue
+		}
+		dir := filepath.Join(tmp, name)
+		if fi, err := os.Stat(dir); err != nil || !ownedByUs(fi) {
+			continue
+		}
+		dataDirs, _ := filepath.Glob(filepath.Join(dir, "*", "data"))
+		for _, d := range dataDirs {
+			killServer(d)
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
+
+func ownedByUs(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// killServer kills every process still working in dataDir.
+func killServer(dataDir string) {
+	for _, p := range serverPIDs(dataDir) {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	pollUntil(5*time.Second, func() bool { return len(serverPIDs(dataDir)) == 0 })
+}
+
+// confValue quotes a value for postgresql.conf.
+func confValue(v string) string {
+	v = strings.ReplaceAll(v, `\`, `\\`)
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+// validSettingName accepts the characters PostgreSQL allows in a setting
+// name, including the dot of placeholder settings like pgfailover.zone.
+func validSettingName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if !(r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// renderConf produces postgresql.conf lines for the settings, sorted by name.
+func renderConf(settings map[string]string) string {
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "%s = %s\n", k, confValue(settings[k]))
+	}
+	return sb.String()
+}
+
+// setAutoConf sets (or, with an empty value, removes) settings in
+// postgresql.auto.conf of a stopped server, the file ALTER SYSTEM writes.
+func setAutoConf(b *binaries, dataDir string, settings map[string]string) error {
+	path := filepath.Join(dataDir, "postgresql.auto.conf")
+	raw, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	var lines []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		key, _, _ := strings.Cut(line, "=")
+		if _, ok := settings[strings.TrimSpace(key)]; ok {
+			continue
+		}
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if v := settings[k]; v != "" {
+			lines = append(lines, k+" = "+confValue(v))
+		}
+	}
+	return b.writeOwned(path, []byte(strings.Join(lines, "\n")+"\n"))
+}
+
+// scramVerifier computes the SCRAM-SHA-256 verifier PostgreSQL stores for a
+// password. Setting the verifier instead of the password keeps the clear
+// password out of server logs.
+func scramVerifier(password string) (string, error) {
+	const iterations = 4096
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	if err != nil {
+		return "", err
+	}
+	mac := func(key []byte, msg string) []byte {
+		h := hmac.New(sha256.New, key)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	clientKey := mac(salted, "Client Key")
+	storedKey := sha256.Sum256(clientKey)
+	serverKey := mac(salted, "Server Key")
+	enc := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(storedKey[:]), enc(serverKey)), nil
+}

@@ -1,0 +1,655 @@
+package sqlclass
+
+import "strconv"
+
+// Kind is the broad class of a statement.
+type Kind uint8
+
+const (
+	// Unknown: the text is empty, does not lex, starts with a word the
+	// classifier does not know, or uses a construct it cannot see through.
+	Unknown Kind = iota
+	// Read: SELECT, WITH, VALUES, TABLE, SHOW, or EXPLAIN of one of them.
+	Read
+	// Write: changes data, schema or server state, or takes row locks.
+	Write
+	// SessionChange: changes or depends on state kept by the session.
+	SessionChange
+	// TxControl: BEGIN, COMMIT, ROLLBACK, SAVEPOINT and friends.
+	TxControl
+)
+
+// String returns a short lower-case name suitable as a metric label.
+func (k Kind) String() string {
+	switch k {
+	case Unknown:
+		return "unknown"
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	case SessionChange:
+		return "session"
+	case TxControl:
+		return "transaction"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// rank orders kinds for a text holding several statements: the result
+// is the most significant kind among them.
+func (k Kind) rank() int {
+	if k == Unknown {
+		return 5
+	}
+	return int(k)
+}
+
+// Verdict is the result of Classify.
+//
+// Reason is a short constant string: "empty", "multiple statements",
+// "unknown statement", an "unterminated ..." lexing failure, "nul byte",
+// the leading keyword of a plain statement ("select", "insert", "set",
+// "begin", ...), or what made a read unsafe: "data-modifying CTE",
+// "locking clause", "select into", "select into temp", "explain analyze",
+// "temporary schema", "session view", "unicode-escaped identifier",
+// "unsafe function <name>".
+type Verdict struct {
+	Kind         Kind
+	ReplaySafe   bool
+	SessionState bool
+	Reason       string
+}
+
+// ReplaySafe reports whether sql is a single statement that only reads
+// and may be run again on another server.
+func ReplaySafe(sql string) bool {
+	return Classify(sql).ReplaySafe
+}
+
+// SessionState reports whether sql changes or depends on session state:
+// SET, RESET, DISCARD, LOAD, LISTEN, UNLISTEN, NOTIFY, PREPARE, EXECUTE,
+// DEALLOCATE, cursors (DECLARE, FETCH, MOVE, CLOSE), transaction control,
+// CREATE TEMP ..., SELECT INTO TEMP, a name in the pg_temp schema, the
+// pg_prepared_statements and pg_cursors views, or a call of a function
+// such as set_config, currval, pg_notify or an advisory lock. For text with several statements it reports whether any
+// of them does.
+func SessionState(sql string) bool {
+	return Classify(sql).SessionState
+}
+
+// Classify lexes sql once and returns its kind, whether it is
+// replay-safe, whether it touches session state, and why.
+func Classify(sql string) Verdict {
+	var (
+		st  statement
+		acc combined
+		s   = sql
+		i   = 0
+	)
+	// The loop handles white space, plain words and, in a statement body,
+	// punctuation, numbers and "(" itself, as they make up most of a
+	// query; it hands everything else to lexToken.
+	for i < len(s) {
+		c := s[i]
+		cls := charClass[c]
+		switch {
+		case cls&classSpace != 0:
+			i++
+			continue
+		case cls&classIdentStart != 0:
+			j := wordEnd(s, i+1)
+			// A one-letter word right before a quote or "&" may be the
+			// prefix of E'...', U&'...' or U&"...": lexToken decides.
+			if j > i+1 || j == len(s) || s[j] != '\'' && s[j] != '&' {
+				w := s[i:j]
+				i = j
+				if st.phase == phaseBody && st.after == afterNothing &&
+					keywordHint[c]&lengthBit(len(w)) == 0 {
+					st.name = w // the common case: an ordinary identifier
+				} else {
+					st.started = true
+					st.feed(token{kind: tokWord, text: w})
+				}
+				continue
+			}
+		case st.phase != phaseBody:
+			// Leading words: take the general path below.
+		case cls&classPunct != 0:
+			i++
+			st.name, st.after = "", afterNothing
+			continue
+		case cls&classDigit != 0:
+			i = numberEnd(s, i)
+			st.name, st.after = "", afterNothing
+			continue
+		case c == '(':
+			i++
+			st.openParen()
+			continue
+		}
+
+		var t token
+		t, i = lexToken(s, i)
+		switch t.kind {
+		case tokSkip:
+			continue
+		case tokError:
+			// Keep what the statements so far say about session state; the
+			// server refuses the whole text, so nothing is replay-safe.
+			if st.started {
+				acc.add(st.verdict())
+			}
+			return Verdict{Kind: Unknown, SessionState: acc.session, Reason: t.text}
+		case tokSemi:
+			if st.started {
+				acc.add(st.verdict())
+				st = statement{}
+			}
+			continue
+		}
+		st.started = true
+		st.feed(t)
+	}
+	if st.started {
+		acc.add(st.verdict())
+	}
+	return acc.result()
+}
+
+// combined folds the verdicts of the statements in one text.
+type combined struct {
+	n       int
+	first   Verdict
+	kind    Kind
+	session bool
+}
+
+func (c *combined) add(v Verdict) {
+	c.n++
+	if c.n == 1 {
+		c.first, c.kind = v, v.Kind
+	} else if v.Kind.rank() > c.kind.rank() {
+		c.kind = v.Kind
+	}
+	c.session = c.session || v.SessionState
+}
+
+func (c *combined) result() Verdict {
+	switch {
+	case c.n == 0:
+		return Verdict{Kind: Unknown, Reason: reasonEmpty}
+	case c.n > 1:
+		return Verdict{Kind: c.kind, SessionState: c.session, Reason: reasonMultiple}
+	}
+	return c.first
+}
+
+// Reasons. Constant strings, so a Verdict never allocates.
+const (
+	reasonEmpty          = "empty"
+	reasonMultiple       = "multiple statements"
+	reasonUnknown        = "unknown statement"
+	reasonDML            = "data-modifying CTE"
+	reasonLocking        = "locking clause"
+	reasonSelectInto     = "select into"
+	reasonSelectIntoTemp = "select into temp"
+	reasonExplain        = "explain"
+	reasonExplainAnalyze = "explain analyze"
+	reasonTempSchema     = "temporary schema"
+	reasonSessionView    = "session view"
+	reasonUnicodeIdent   = "unicode-escaped identifier"
+	reasonCreateTemp     = "create temp"
+	reasonPrepareTx      = "prepare transaction"
+	reasonOpenComment    = "unterminated comment"
+	reasonOpenString     = "unterminated string"
+	reasonOpenIdent      = "unterminated quoted identifier"
+	reasonOpenDollar     = "unterminated dollar quote"
+	reasonNUL            = "nul byte"
+)
+
+// phase is where a statement is in its leading words.
+type phase uint8
+
+const (
+	phaseLead        phase = iota // waiting for the leading keyword; "(" is skipped
+	phaseExplain                  // after EXPLAIN: ANALYZE, VERBOSE, "(" or the statement
+	phaseExplainOpt               // just after "EXPLAIN (": options or a parenthesised query?
+	phaseExplainOpts              // inside EXPLAIN's option list
+	phaseCreate                   // after CREATE: OR REPLACE, GLOBAL, LOCAL, TEMP?
+	phasePrepare                  // after PREPARE: TRANSACTION?
+	phaseBody                     // everything else
+)
+
+// statement collects what one statement's tokens reveal.
+type statement struct {
+	started bool
+	phase   phase
+	kind    Kind   // from the leading keyword
+	reason  string // from the leading keyword
+	read    bool   // the leading keyword starts a read; the body decides
+
+	explain        bool
+	explainAnalyze bool
+	optDepth       int // parenthesis depth inside EXPLAIN ( ... )
+
+	// Two-word patterns: the previous body token.
+	name  string // previous token was a word or quoted identifier: its text
+	after after  // previous words were FOR [NO] [KEY], or INTO [GLOBAL|LOCAL]
+
+	dml       bool   // INSERT, UPDATE, DELETE or MERGE in the body
+	lock      bool   // FOR UPDATE / NO KEY UPDATE / SHARE / KEY SHARE
+	intos     int    // INTO seen
+	tempIntos int    // INTO TEMP / TEMPORARY seen
+	uident    bool   // a U&"..." identifier: the name it spells is hidden
+	writeFn   string // reason of the first called function with effects
+	session   string // reason of the first session dependence in the body
+}
+
+func (st *statement) feed(t token) {
+	switch st.phase {
+	case phaseLead:
+		st.lead(t)
+	case phaseExplain:
+		if t.kind == tokWord {
+			switch {
+			case equalFold(t.text, "analyze"), equalFold(t.text, "analyse"):
+				st.explainAnalyze = true
+				return
+			case equalFold(t.text, "verbose"):
+				return
+			}
+		}
+		if t.kind == tokLParen {
+			st.phase = phaseExplainOpt
+			return
+		}
+		st.lead(t)
+	case phaseExplainOpt:
+		// "EXPLAIN (" starts either an option list or a parenthesised
+		// query; a query starts with one of these or another "(".
+		if t.kind == tokLParen || t.kind == tokWord && (equalFold(t.text, "select") ||
+			equalFold(t.text, "values") || equalFold(t.text, "with") || equalFold(t.text, "table")) {
+			st.phase = phaseLead
+			st.lead(t)
+			return
+		}
+		st.phase = phaseExplainOpts
+		st.optDepth = 1
+		st.explainOption(t)
+	case phaseExplainOpts:
+		st.explainOption(t)
+	case phaseCreate:
+		if t.kind == tokWord {
+			switch {
+			case equalFold(t.text, "or"), equalFold(t.text, "replace"),
+				equalFold(t.text, "global"), equalFold(t.text, "local"):
+				return
+			case equalFold(t.text, "temp"), equalFold(t.text, "temporary"):
+				st.kind, st.reason = SessionChange, reasonCreateTemp
+				st.phase = phaseBody
+				return
+			}
+		}
+		st.phase = phaseBody
+		st.body(t)
+	case phasePrepare:
+		st.phase = phaseBody
+		if t.kind == tokWord && equalFold(t.text, "transaction") {
+			st.kind, st.reason = TxControl, reasonPrepareTx
+			return
+		}
+		st.body(t)
+	default:
+		st.body(t)
+	}
+}
+
+// lead handles the token that should be the statement's leading keyword.
+func (st *statement) lead(t token) {
+	switch t.kind {
+	case tokLParen:
+		return // (SELECT ...), ((VALUES ...)): the keyword is further on
+	case tokWord:
+		if equalFold(t.text, "explain") && !st.explain {
+			st.explain = true
+			st.phase = phaseExplain
+			return
+		}
+		if l := lookupLeading(t.text); l != nil {
+			st.kind, st.reason, st.read = l.kind, l.word, l.kind == Read
+			if st.explain && st.read {
+				st.reason = reasonExplain
+			}
+			st.phase = l.then
+			return
+		}
+	}
+	st.kind, st.reason = Unknown, reasonUnknown
+	st.phase = phaseBody
+}
+
+func (st *statement) explainOption(t token) {
+	switch t.kind {
+	case tokWord:
+		if equalFold(t.text, "analyze") || equalFold(t.text, "analyse") {
+			st.explainAnalyze = true
+		}
+	case tokLParen:
+		st.optDepth++
+	case tokRParen:
+		st.optDepth--
+		if st.optDepth == 0 {
+			st.phase = phaseLead
+		}
+	}
+}
+
+// body scans the tokens after the leading keyword.
+func (st *statement) body(t token) {
+	if t.kind == tokLParen {
+		st.openParen()
+		return
+	}
+	name := ""
+	prev := st.after
+	st.after = afterNothing
+
+	switch t.kind {
+	case tokWord:
+		name = t.text
+		switch bodyWordOf(t.text) {
+		case wordFor:
+			st.after = afterFor
+		case wordNo, wordKey:
+			if prev == afterFor {
+				st.lock = true
+				st.after = afterFor
+			}
+		case wordShare:
+			if prev == afterFor {
+				st.lock = true
+			}
+		case wordUpdate:
+			if prev == afterFor {
+				st.lock = true
+			} else {
+				st.dml = true
+			}
+		case wordDML:
+			st.dml = true
+		case wordInto:
+			st.intos++
+			st.after = afterInto
+		case wordGlobalLocal:
+			if prev == afterInto {
+				st.after = afterInto
+			}
+		case wordTemp:
+			if prev == afterInto {
+				st.tempIntos++
+			}
+		case wordTempSchema:
+			st.noteSession(reasonTempSchema)
+		case wordSessionView:
+			st.noteSession(reasonSessionView)
+		}
+	case tokQIdent:
+		name = t.text
+		switch bodyWordOf(t.text) {
+		case wordTempSchema:
+			st.noteSession(reasonTempSchema)
+		case wordSessionView:
+			st.noteSession(reasonSessionView)
+		}
+	case tokUIdent:
+		st.uident = true
+	}
+	st.name = name
+}
+
+// openParen handles "(" in the body: if the previous token was a name,
+// this is a call of it.
+func (st *statement) openParen() {
+	if st.name != "" {
+		if f := lookupDenied(st.name); f != nil {
+			if f.write && st.writeFn == "" {
+				st.writeFn = f.reason
+			}
+			if f.session {
+				st.noteSession(f.reason)
+			}
+		}
+	}
+	st.name, st.after = "", afterNothing
+}
+
+func (st *statement) noteSession(reason string) {
+	if st.session == "" {
+		st.session = reason
+	}
+}
+
+func (st *statement) verdict() Verdict {
+	v := Verdict{Kind: st.kind, Reason: st.reason}
+	if v.Reason == "" {
+		// The text ended before a leading keyword: "(", "EXPLAIN", ...
+		v.Reason = reasonUnknown
+	}
+	session := st.session
+	if session == "" && st.tempIntos > 0 {
+		session = reasonSelectIntoTemp
+	}
+	if st.read {
+		write := ""
+		switch {
+		case st.dml:
+			write = reasonDML
+		case st.intos > st.tempIntos:
+			write = reasonSelectInto
+		case st.lock:
+			write = reasonLocking
+		case st.writeFn != "":
+			write = st.writeFn
+		}
+		switch {
+		case write != "":
+			v.Kind, v.Reason = Write, write
+		case session != "":
+			v.Kind, v.Reason = SessionChange, session
+		case st.uident:
+			v.Kind, v.Reason = Unknown, reasonUnicodeIdent
+		}
+		v.ReplaySafe = v.Kind == Read && !st.explainAnalyze
+	}
+	if st.explainAnalyze {
+		v.Reason = reasonExplainAnalyze
+	}
+	v.SessionState = session != "" || v.Kind == SessionChange || v.Kind == TxControl
+	return v
+}
+
+// after remembers the words before the current one, for two-word patterns.
+type after uint8
+
+const (
+	afterNothing after = iota
+	afterFor           // FOR, FOR NO, FOR KEY, FOR NO KEY
+	afterInto          // INTO, INTO GLOBAL, INTO LOCAL
+)
+
+// Words that matter inside a statement body.
+type bodyWord uint8
+
+const (
+	wordOther bodyWord = iota
+	wordDML            // INSERT, DELETE, MERGE
+	wordUpdate
+	wordInto
+	wordFor
+	wordNo
+	wordKey
+	wordShare
+	wordTemp        // TEMP, TEMPORARY
+	wordGlobalLocal // GLOBAL, LOCAL (INTO LOCAL TEMP t)
+	wordTempSchema  // pg_temp, pg_temp_NNN
+	wordSessionView // a view listing this session's own objects
+)
+
+// bodyWords lists the words bodyWordOf recognises, besides pg_temp_NNN.
+var bodyWords = [...]struct {
+	word string
+	kind bodyWord
+}{
+	{"insert", wordDML}, {"delete", wordDML}, {"merge", wordDML},
+	{"update", wordUpdate},
+	{"into", wordInto},
+	{"for", wordFor}, {"no", wordNo}, {"key", wordKey}, {"share", wordShare},
+	{"temp", wordTemp}, {"temporary", wordTemp},
+	{"global", wordGlobalLocal}, {"local", wordGlobalLocal},
+	{"pg_temp", wordTempSchema},
+	{"pg_prepared_statements", wordSessionView}, {"pg_cursors", wordSessionView},
+}
+
+// keywordHint[c] has bit lengthBit(n) set when some word of bodyWords (or
+// pg_temp_NNN) starts with byte c, in either case, and has length n. A
+// word whose bit is clear is an ordinary identifier, known after two
+// loads.
+var keywordHint = func() (h [256]uint16) {
+	for _, w := range bodyWords {
+		h[w.word[0]] |= lengthBit(len(w.word))
+		h[w.word[0]-'a'+'A'] |= lengthBit(len(w.word))
+	}
+	for n := len("pg_temp_0"); n <= 16; n++ {
+		h['p'] |= lengthBit(n)
+		h['P'] |= lengthBit(n)
+	}
+	return h
+}()
+
+// lengthBit maps a word length to one of 16 bits; lengths of 15 and more
+// share the last one.
+func lengthBit(n int) uint16 {
+	if n > 15 {
+		n = 15
+	}
+	return 1 << n
+}
+
+func bodyWordOf(w string) bodyWord {
+	if w == "" || keywordHint[w[0]]&lengthBit(len(w)) == 0 {
+		return wordOther
+	}
+	for _, b := range bodyWords {
+		if equalFold(w, b.word) {
+			return b.kind
+		}
+	}
+	if len(w) > 8 && equalFold(w[:8], "pg_temp_") && allDigits(w[8:]) {
+		return wordTempSchema
+	}
+	return wordOther
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// leading describes a statement's leading keyword.
+type leading struct {
+	word string // lower case; also the Verdict reason
+	kind Kind
+	then phase
+}
+
+// leadingWords lists the leading keywords the classifier knows. Reads
+// first, as they are the common case. EXPLAIN is handled separately.
+var leadingWords = [...]leading{
+	{word: "select", kind: Read, then: phaseBody},
+	{word: "with", kind: Read, then: phaseBody},
+	{word: "values", kind: Read, then: phaseBody},
+	{word: "table", kind: Read, then: phaseBody},
+	{word: "show", kind: Read, then: phaseBody},
+
+	{word: "insert", kind: Write, then: phaseBody},
+	{word: "update", kind: Write, then: phaseBody},
+	{word: "delete", kind: Write, then: phaseBody},
+	{word: "merge", kind: Write, then: phaseBody},
+	{word: "copy", kind: Write, then: phaseBody},
+	{word: "create", kind: Write, then: phaseCreate},
+	{word: "alter", kind: Write, then: phaseBody},
+	{word: "drop", kind: Write, then: phaseBody},
+	{word: "truncate", kind: Write, then: phaseBody},
+	{word: "grant", kind: Write, then: phaseBody},
+	{word: "revoke", kind: Write, then: phaseBody},
+	{word: "vacuum", kind: Write, then: phaseBody},
+	{word: "analyze", kind: Write, then: phaseBody},
+	{word: "analyse", kind: Write, then: phaseBody},
+	{word: "call", kind: Write, then: phaseBody},
+	{word: "do", kind: Write, then: phaseBody},
+	{word: "lock", kind: Write, then: phaseBody},
+	{word: "cluster", kind: Write, then: phaseBody},
+	{word: "reindex", kind: Write, then: phaseBody},
+	{word: "refresh", kind: Write, then: phaseBody},
+	{word: "checkpoint", kind: Write, then: phaseBody},
+	{word: "comment", kind: Write, then: phaseBody},
+	{word: "security", kind: Write, then: phaseBody},
+	{word: "reassign", kind: Write, then: phaseBody},
+	{word: "import", kind: Write, then: phaseBody},
+
+	{word: "set", kind: SessionChange, then: phaseBody},
+	{word: "reset", kind: SessionChange, then: phaseBody},
+	{word: "discard", kind: SessionChange, then: phaseBody},
+	{word: "load", kind: SessionChange, then: phaseBody},
+	{word: "listen", kind: SessionChange, then: phaseBody},
+	{word: "unlisten", kind: SessionChange, then: phaseBody},
+	{word: "notify", kind: SessionChange, then: phaseBody},
+	{word: "prepare", kind: SessionChange, then: phasePrepare},
+	{word: "execute", kind: SessionChange, then: phaseBody},
+	{word: "deallocate", kind: SessionChange, then: phaseBody},
+	{word: "declare", kind: SessionChange, then: phaseBody},
+	{word: "fetch", kind: SessionChange, then: phaseBody},
+	{word: "move", kind: SessionChange, then: phaseBody},
+	{word: "close", kind: SessionChange, then: phaseBody},
+
+	{word: "begin", kind: TxControl, then: phaseBody},
+	{word: "start", kind: TxControl, then: phaseBody},
+	{word: "commit", kind: TxControl, then: phaseBody},
+	{word: "end", kind: TxControl, then: phaseBody},
+	{word: "rollback", kind: TxControl, then: phaseBody},
+	{word: "abort", kind: TxControl, then: phaseBody},
+	{word: "savepoint", kind: TxControl, then: phaseBody},
+	{word: "release", kind: TxControl, then: phaseBody},
+}
+
+func lookupLeading(w string) *leading {
+	for i := range leadingWords {
+		if equalFold(w, leadingWords[i].word) {
+			return &leadingWords[i]
+		}
+	}
+	return nil
+}
+
+// equalFold reports whether s equals lower, which must be lower-case
+// ASCII, ignoring ASCII case in s. It does not allocate.
+func equalFold(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
