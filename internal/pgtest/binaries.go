@@ -73,6 +73,24 @@ func findBinaries(ctx context.Context, dir string) (*binaries, error) {
 		ErrNoBinaries, strings.Join(programs, ", "), where, tried)
 }
 
+// cachedBinaries is findBinaries, remembered per process once successful.
+func cachedBinaries(ctx context.Context, dir string) (*binaries, error) {
+	binariesMu.Lock()
+	b, ok := found[dir]
+	binariesMu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := findBinaries(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	binariesMu.Lock()
+	found[dir] = b
+	binariesMu.Unlock()
+	return b, nil
+}
+
 // debianBinDirs lists /usr/lib/postgresql/<major>/bin, newest major first.
 func debianBinDirs() []string {
 	entries, err := os.ReadDir("/usr/lib/postgresql")
@@ -122,7 +140,16 @@ func (b *binaries) identify(ctx context.Context) error {
 		if err1 != nil || err2 != nil {
 			return fmt.Errorf("pgtest: unexpected uid/gid %q/%q for user postgres", u.Uid, u.Gid)
 		}
-		b.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
+		// The user's own supplementary groups, not root's.
+		var groups []uint32
+		if ids, err := u.GroupIds(); err == nil {
+			for _, id := range ids {
+				if g, err := strconv.ParseUint(id, 10, 32); err == nil {
+					groups = append(groups, uint32(g))
+				}
+			}
+		}
+		b.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}
 		b.home = u.HomeDir
 		if b.home == "" {
 			b.home = "/var/lib/postgresql"
@@ -152,8 +179,10 @@ func (b *binaries) env() []string {
 }
 
 // command prepares one of the PostgreSQL programs. The child gets its own
-// process group, so that it and everything it forks can be signalled at once,
-// and runs as the postgres user when we are root.
+// process group, so that a tool and the helpers it forks (pg_basebackup
+// streams WAL from a second process) can be killed at once; server
+// processes leave that group (see serverPIDs). When we are root, the child
+// runs as the postgres user.
 func (b *binaries) command(dir, prog string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(b.dir, prog), args...)
 	cmd.Dir = dir

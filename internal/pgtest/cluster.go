@@ -89,11 +89,10 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := normalize(&opts); err != nil {
 		return nil, err
 	}
-	bins, err := findBinaries(ctx, opts.BinDir)
+	bins, err := cachedBinaries(ctx, opts.BinDir)
 	if err != nil {
 		return nil, err
 	}
-	sweepOnce.Do(sweepStale)
 	tmpl, err := templateFor(ctx, bins)
 	if err != nil {
 		return nil, err
@@ -131,6 +130,10 @@ func normalize(o *Options) error {
 	for k, v := range o.Settings {
 		if !validSettingName(k) {
 			return fmt.Errorf("pgtest: invalid setting name %q", k)
+		}
+		switch strings.ToLower(k) {
+		case "port", "listen_addresses", "unix_socket_directories":
+			return fmt.Errorf("pgtest: setting %s is managed by the harness", k)
 		}
 		if strings.ContainsAny(v, "\n\r\x00") {
 			return fmt.Errorf("pgtest: setting %s: value holds a line break", k)
@@ -358,7 +361,7 @@ func (c *Cluster) setPassword(ctx context.Context, p *Node) error {
 		secret = v
 	}
 	// Built by hand: ALTER ROLE takes no parameters.
-	sql := "SET synchronous_commit = local; ALTER ROLE postgres PASSWORD " + confValue(secret)
+	sql := "SET synchronous_commit = local; ALTER ROLE postgres PASSWORD " + sqlLiteral(secret)
 	if err := p.Exec(ctx, sql); err != nil {
 		// Only the SQLSTATE: a syntax error would quote the statement.
 		code := "no SQLSTATE"

@@ -56,5 +56,17 @@
 // holds WAL the new primary never had (the old primary after Failover, or a
 // standby that had received more than the promoted one) cannot simply
 // follow; Rejoin and the followers step of Failover/Switchover detect this
-// and rewind it with pg_rewind.
+// and rewind it with pg_rewind (Node.Rewinds counts how often).
+//
+// Node.Start restarts a node in whatever role its data directory holds: a
+// former primary stopped by Failover comes back as a second primary. Use
+// Rejoin to bring it back as a standby.
+//
+// A standby with replay paused (Node.PauseReplay) keeps receiving WAL but
+// cannot switch to a new primary until replay resumes; Repoint (and so
+// Failover and Switchover) then returns without waiting for it, and
+// WaitReplicated waits until it has been resumed and caught up.
+//
+// Options.Settings may not set port, listen_addresses or
+// unix_socket_directories: the harness manages them.
 package pgtest

@@ -229,7 +229,7 @@ func (c *Cluster) Repoint(ctx context.Context, replica, primary *Node) error {
 	if !replica.Running() {
 		return fmt.Errorf("%w: cannot repoint %s", ErrStopped, replica.name)
 	}
-	sql := "ALTER SYSTEM SET primary_conninfo = " + confValue(replica.primaryConnInfo(primary))
+	sql := "ALTER SYSTEM SET primary_conninfo = " + sqlLiteral(replica.primaryConnInfo(primary))
 	if err := replica.Exec(ctx, sql); err != nil {
 		return err
 	}

@@ -290,9 +290,11 @@ func (n *Node) waitReady(ctx context.Context, p *process) error {
 }
 
 // Stop ends the server with the given mode and waits until the postmaster
-// and all its children have exited. Stopping a stopped node does nothing.
-// If ctx ends first, the server's process group is killed and ctx's error
-// returned.
+// and all its children have exited (after Crash, the children exit on their
+// own once they notice; any still there after 10 s are killed). A stale
+// postmaster.pid and shared memory segment are removed. Stopping a stopped
+// node does nothing. If ctx ends first, every process of the server is
+// killed and ctx's error returned.
 func (n *Node) Stop(ctx context.Context, mode StopMode) error {
 	n.mu.Lock()
 	p := n.proc

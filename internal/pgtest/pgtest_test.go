@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,8 +116,17 @@ func TestPrimaryAndReplicas(t *testing.T) {
 
 func TestPassword(t *testing.T) {
 	t.Parallel()
+	// The first is sent as a SCRAM verifier, the second (not ASCII) as is.
+	for _, pw := range []string{`s3cret-'quote\back`, `pässwörd-'\x`} {
+		t.Run(map[bool]string{true: "ascii", false: "non-ascii"}[isPrintableASCII(pw)], func(t *testing.T) {
+			t.Parallel()
+			testPassword(t, pw)
+		})
+	}
+}
+
+func testPassword(t *testing.T, pw string) {
 	ctx := testCtx(t)
-	const pw = "s3cret-'quote\\back"
 	c := Start(t, Options{Password: pw})
 	if c.Password() != pw {
 		t.Fatalf("Password() = %q", c.Password())
@@ -142,6 +152,21 @@ func TestPassword(t *testing.T) {
 	}
 	if strings.Contains(c.Primary().LogTail(1<<20), pw) {
 		t.Errorf("server log shows the password")
+	}
+}
+
+func TestQuoting(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`: `'plain'`,
+		`it's`:  `'it''s'`,
+		`a\b'c`: `E'a\\b''c'`,
+	} {
+		if got := sqlLiteral(in); got != want {
+			t.Errorf("sqlLiteral(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got, want := confValue(`a\b'c`), `'a\\b''c'`; got != want {
+		t.Errorf("confValue = %s, want %s", got, want)
 	}
 }
 
@@ -519,6 +544,7 @@ func TestOptionErrors(t *testing.T) {
 		{SyncReplication: true},
 		{Zones: []string{"a", "b"}},
 		{Settings: map[string]string{"bad name": "x"}},
+		{Settings: map[string]string{"Port": "5432"}},
 		{Settings: map[string]string{"work_mem": "1MB\nfsync = on"}},
 	} {
 		if c, err := New(ctx, o); err == nil {
@@ -575,4 +601,58 @@ func isZombie(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// ourLeftovers lists cluster directories of this process and processes
+// working in them. Only meaningful while no other test has a cluster.
+func ourLeftovers(t *testing.T) (dirs []string, pids []int) {
+	t.Helper()
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(tmp, fmt.Sprintf("%s%d-", dirPrefix, os.Getpid()))
+	matches, _ := filepath.Glob(prefix + "*")
+	for _, m := range matches {
+		if !strings.HasPrefix(m, prefix+"template-") {
+			dirs = append(dirs, m)
+		}
+	}
+	for _, pid := range procPIDs() {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if err == nil && strings.HasPrefix(cwd, prefix) && !strings.HasPrefix(cwd, prefix+"template-") {
+			pids = append(pids, pid)
+		}
+	}
+	return dirs, pids
+}
+
+// TestNewCancelled runs alone (not parallel): a New whose context ends
+// midway must not leave servers or directories behind.
+func TestNewCancelled(t *testing.T) {
+	warm, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bins, err := cachedBinaries(warm, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := templateFor(warm, bins); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{50 * time.Millisecond, 400 * time.Millisecond, 700 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		c, err := New(ctx, Options{Replicas: 2})
+		cancel()
+		if err == nil {
+			_ = c.Close()
+			t.Logf("New finished within %v", d)
+			continue
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("New with %v: %v, want a deadline error", d, err)
+		}
+		if dirs, pids := ourLeftovers(t); len(dirs) > 0 || len(pids) > 0 {
+			t.Fatalf("after a cancelled New: directories %v, processes %v", dirs, pids)
+		}
+	}
 }

@@ -30,6 +30,10 @@ var (
 	templateMu sync.Mutex
 	templates  = map[string]string{} // binaries dir -> template data dir
 
+	// binariesMu guards found. No I/O while held.
+	binariesMu sync.Mutex
+	found      = map[string]*binaries{} // Options.BinDir -> what it resolved to
+
 	// portsMu guards ports, the loopback ports handed to live nodes of this
 	// process. No I/O while held.
 	portsMu sync.Mutex
@@ -52,6 +56,7 @@ func templateFor(ctx context.Context, b *binaries) (string, error) {
 	if dir, ok := templates[b.dir]; ok {
 		return dir, nil
 	}
+	sweepOnce.Do(sweepStale)
 	root, err := os.MkdirTemp(os.TempDir(), fmt.Sprintf("%s%d-template-", dirPrefix, os.Getpid()))
 	if err != nil {
 		return "", fmt.Errorf("pgtest: template dir: %w", err)
@@ -244,6 +249,17 @@ func killServer(dataDir string) {
 func confValue(v string) string {
 	v = strings.ReplaceAll(v, `\`, `\\`)
 	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+// sqlLiteral quotes s as an SQL string literal. With a backslash in s it
+// writes an escape string (E'...'), which reads the same whatever
+// standard_conforming_strings says.
+func sqlLiteral(s string) string {
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		q = "E'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+	}
+	return q
 }
 
 // validSettingName accepts the characters PostgreSQL allows in a setting

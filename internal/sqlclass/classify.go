@@ -72,8 +72,9 @@ func ReplaySafe(sql string) bool {
 // DEALLOCATE, cursors (DECLARE, FETCH, MOVE, CLOSE), transaction control,
 // CREATE TEMP ..., SELECT INTO TEMP, a name in the pg_temp schema, the
 // pg_prepared_statements and pg_cursors views, or a call of a function
-// such as set_config, currval, pg_notify or an advisory lock. For text with several statements it reports whether any
-// of them does.
+// such as set_config, currval, pg_notify or an advisory lock. For a text
+// with several statements it reports whether any of them does; for one
+// that does not lex, whether the statements before the failure do.
 func SessionState(sql string) bool {
 	return Classify(sql).SessionState
 }
@@ -81,52 +82,69 @@ func SessionState(sql string) bool {
 // Classify lexes sql once and returns its kind, whether it is
 // replay-safe, whether it touches session state, and why.
 func Classify(sql string) Verdict {
+	return classify(sql, true)
+}
+
+// classify is Classify. With shortcuts false it never takes the fast
+// paths for words, punctuation, numbers and "(" in a statement body, and
+// lexes every token through lexToken and statement.feed instead; the
+// tests check that both ways agree.
+func classify(sql string, shortcuts bool) Verdict {
 	var (
 		st  statement
 		acc combined
 		s   = sql
 		i   = 0
+		// fast caches st.phase == phaseBody && st.after == afterNothing:
+		// in a body, with no two-word pattern under way.
+		fast = false
 	)
-	// The loop handles white space, plain words and, in a statement body,
-	// punctuation, numbers and "(" itself, as they make up most of a
-	// query; it hands everything else to lexToken.
+	// The loop handles white space itself and, inside a statement body,
+	// ordinary words, punctuation, numbers and "(", as they make up most
+	// of a query. Everything else goes to lexToken.
 	for i < len(s) {
 		c := s[i]
 		cls := charClass[c]
-		switch {
-		case cls&classSpace != 0:
-			i++
+		if cls&classSpace != 0 {
+			for i++; i < len(s) && charClass[s[i]]&classSpace != 0; i++ {
+			}
 			continue
-		case cls&classIdentStart != 0:
-			j := wordEnd(s, i+1)
-			// A one-letter word right before a quote or "&" may be the
-			// prefix of E'...', U&'...' or U&"...": lexToken decides.
-			if j > i+1 || j == len(s) || s[j] != '\'' && s[j] != '&' {
-				w := s[i:j]
-				i = j
-				if st.phase == phaseBody && st.after == afterNothing &&
-					keywordHint[c]&lengthBit(len(w)) == 0 {
-					st.name = w // the common case: an ordinary identifier
-				} else {
-					st.started = true
-					st.feed(token{kind: tokWord, text: w})
+		}
+		if fast {
+			switch {
+			case cls&classIdentStart != 0:
+				// A run of ordinary words, one space apart. A word that
+				// may matter (keywordHint) ends the run and is lexed below.
+				start, end := i, i
+				for {
+					j := wordEnd(s, i+1)
+					if keywordHint[s[i]]&lengthBit(j-i) != 0 {
+						break
+					}
+					start, end, i = i, j, j
+					if i+1 < len(s) && s[i] == ' ' && charClass[s[i+1]]&classIdentStart != 0 {
+						i++
+						continue
+					}
+					break
 				}
+				if end > start {
+					st.name = s[start:end] // in case a "(" follows: a call
+					continue
+				}
+			case cls&classPunct != 0:
+				i++
+				st.name = ""
+				continue
+			case cls&classDigit != 0:
+				i = numberEnd(s, i)
+				st.name = ""
+				continue
+			case c == '(':
+				i++
+				st.openParen()
 				continue
 			}
-		case st.phase != phaseBody:
-			// Leading words: take the general path below.
-		case cls&classPunct != 0:
-			i++
-			st.name, st.after = "", afterNothing
-			continue
-		case cls&classDigit != 0:
-			i = numberEnd(s, i)
-			st.name, st.after = "", afterNothing
-			continue
-		case c == '(':
-			i++
-			st.openParen()
-			continue
 		}
 
 		var t token
@@ -145,11 +163,13 @@ func Classify(sql string) Verdict {
 			if st.started {
 				acc.add(st.verdict())
 				st = statement{}
+				fast = false
 			}
 			continue
 		}
 		st.started = true
 		st.feed(t)
+		fast = shortcuts && st.phase == phaseBody && st.after == afterNothing
 	}
 	if st.started {
 		acc.add(st.verdict())
@@ -514,38 +534,54 @@ var bodyWords = [...]struct {
 // keywordHint[c] has bit lengthBit(n) set when some word of bodyWords (or
 // pg_temp_NNN) starts with byte c, in either case, and has length n. A
 // word whose bit is clear is an ordinary identifier, known after two
-// loads.
-var keywordHint = func() (h [256]uint16) {
+// loads; a set bit only means bodyWordOf must look.
+//
+// The one-letter words e and u are marked too: followed by a quote they
+// start E'...', U&'...' or U&"...", which the lexer must see.
+var keywordHint = func() (h [256]uint32) {
 	for _, w := range bodyWords {
 		h[w.word[0]] |= lengthBit(len(w.word))
 		h[w.word[0]-'a'+'A'] |= lengthBit(len(w.word))
 	}
-	for n := len("pg_temp_0"); n <= 16; n++ {
+	for n := len("pg_temp_0"); n < 32; n++ { // pg_temp_NNN
 		h['p'] |= lengthBit(n)
 		h['P'] |= lengthBit(n)
+	}
+	for _, c := range "eEuU" {
+		h[c] |= lengthBit(1)
 	}
 	return h
 }()
 
-// lengthBit maps a word length to one of 16 bits; lengths of 15 and more
-// share the last one.
-func lengthBit(n int) uint16 {
-	if n > 15 {
-		n = 15
-	}
-	return 1 << n
+// lengthBit maps a word length to one of 32 bits; lengths 32 apart share
+// a bit.
+func lengthBit(n int) uint32 {
+	return 1 << (uint(n) & 31)
 }
+
+// bodyWordsByLetter indexes bodyWords by first letter.
+var bodyWordsByLetter = func() (idx [26][]uint8) {
+	for i, w := range bodyWords {
+		c := w.word[0] - 'a'
+		idx[c] = append(idx[c], uint8(i))
+	}
+	return idx
+}()
 
 func bodyWordOf(w string) bodyWord {
 	if w == "" || keywordHint[w[0]]&lengthBit(len(w)) == 0 {
 		return wordOther
 	}
-	for _, b := range bodyWords {
-		if equalFold(w, b.word) {
-			return b.kind
+	c := w[0] | 0x20
+	if c < 'a' || c > 'z' {
+		return wordOther
+	}
+	for _, k := range bodyWordsByLetter[c-'a'] {
+		if equalFold(w, bodyWords[k].word) {
+			return bodyWords[k].kind
 		}
 	}
-	if len(w) > 8 && equalFold(w[:8], "pg_temp_") && allDigits(w[8:]) {
+	if c == 'p' && len(w) > 8 && equalFold(w[:8], "pg_temp_") && allDigits(w[8:]) {
 		return wordTempSchema
 	}
 	return wordOther

@@ -35,6 +35,9 @@ func TestCorpus(t *testing.T) {
 			t.Errorf("SessionState(%q) = %v, Classify says %v", tc.sql, got, v.SessionState)
 		}
 		checkInvariants(t, tc.sql, v)
+		if slow := classify(tc.sql, false); slow != v {
+			t.Errorf("Classify(%q) = %+v with the fast paths, %+v without", tc.sql, v, slow)
+		}
 	}
 }
 
@@ -200,31 +203,6 @@ func TestZeroAllocs(t *testing.T) {
 	for _, sql := range []string{benchSQL, `SELECT nextval('s'); SET x = 1`, `SELECT 'x`, ``} {
 		if n := testing.AllocsPerRun(100, func() { Classify(sql) }); n != 0 {
 			t.Errorf("Classify(%q) allocates %v times per run, want 0", sql, n)
-		}
-	}
-}
-
-func TestNotIdent8(t *testing.T) {
-	for c := 0; c < 256; c++ {
-		want := charClass[c]&classIdentCont == 0
-		for pos := 0; pos < 8; pos++ {
-			// Surround c with bytes of every kind, so that a carry between
-			// bytes would show.
-			for _, fill := range []byte{'a', 0xff, 0x7f, '0', ' ', 0x00} {
-				var b [8]byte
-				for k := range b {
-					b[k] = fill
-				}
-				b[pos] = byte(c)
-				x := uint64(0)
-				for k := 7; k >= 0; k-- {
-					x = x<<8 | uint64(b[k])
-				}
-				got := notIdent8(x)>>(8*pos+7)&1 == 1
-				if got != want {
-					t.Fatalf("notIdent8: byte %#x at %d among %#x: got not-ident=%v, want %v", c, pos, fill, got, want)
-				}
-			}
 		}
 	}
 }

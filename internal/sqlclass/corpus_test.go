@@ -42,7 +42,7 @@ var corpus = []struct {
 	{sql: `SELECT count(*) FILTER (WHERE x > 0) OVER (PARTITION BY y) FROM t`, safe: true},
 	{sql: `SELECT 1::numeric(10,2), '{1,2}'::int[], 'x'::regclass`, safe: true},
 	{sql: `SELECT jsonb_build_object('a', 1) -> 'a' ->> 'b'`, safe: true},
-	{sql: `SELECT 1e5, 1.5e-3, .5, 1_000, 0x1F`, safe: true},
+	{sql: `SELECT 1e5, 1.5e-3, .5, 1_000, 0x1F, 1.`, safe: true},
 	{sql: `SELECT $1::int + $2, $10`, safe: true},
 	{sql: `SELECT a$b, a$$ FROM t`, safe: true},
 	{sql: `SELECT * FROM "pg_catalog"."pg_class"`, safe: true},
@@ -60,6 +60,7 @@ var corpus = []struct {
 	{sql: `explain (verbose) values (1)`, safe: true},
 	{sql: `EXPLAIN (FORMAT YAML) WITH x AS (SELECT 1) SELECT * FROM x`, safe: true},
 	{sql: `EXPLAIN ((SELECT 1) UNION (SELECT 2))`, safe: true},
+	{sql: `EXPLAIN SELECT 1 AS analyze`, safe: true, reason: "explain"}, // a column label, not an option
 
 	// Keywords hidden in literals, identifiers and comments.
 	{sql: `SELECT 'insert into t values (1)' AS s`, safe: true},
@@ -331,4 +332,9 @@ var corpus = []struct {
 	{sql: "SELECT 1\x00; DELETE FROM t", reason: "nul byte"},
 	{sql: `SET x = 'abc`, session: true, reason: "unterminated string"},
 	{sql: `SELECT $1$ DELETE $1$`, reason: "data-modifying CTE"},
+	// Servers before 16 read 0 and then the identifier _$x$, so the DELETE
+	// is a second statement; newer servers reject "0_".
+	{sql: `SELECT 0_$x$; DELETE FROM t; SELECT $x$ -- $x$`, reason: "multiple statements"},
+	{sql: `SELECT 1e$x$; DELETE FROM t; SELECT $x$ -- $x$`, reason: "multiple statements"},
+	{sql: `SELECT 0x1$x$; DELETE FROM t; SELECT $x$ -- $x$`, reason: "multiple statements"},
 }

@@ -28,8 +28,9 @@
 //   - it calls none of the built-in functions in the deny list (nextval,
 //     setval, currval, lastval, set_config, advisory locks, pg_notify,
 //     txid_current, large objects, dblink, server administration, ...),
-//     names nothing in the pg_temp schema, and uses no U&"..." identifier
-//     (whose escapes could spell a denied name);
+//     names nothing in the pg_temp schema nor the pg_prepared_statements
+//     or pg_cursors views, and uses no U&"..." identifier (whose escapes
+//     could spell a denied name);
 //   - it lexes completely: an unterminated string, quoted identifier,
 //     dollar quote or comment, or a NUL byte, makes it Unknown.
 //
@@ -51,6 +52,13 @@
 // function named dblink_x costs a retry opportunity, never a duplicated
 // write. Strings are lexed as with standard_conforming_strings = on, the
 // server default and what pgx requires.
+//
+// The keyword tests are deliberately blunt: INSERT, UPDATE, DELETE, MERGE
+// and INTO count wherever they stand unquoted, and so do FOR followed by
+// UPDATE, NO, KEY or SHARE, so a column spelled update without quotes
+// makes a read not replay-safe. A text with several statements is never
+// replay-safe; its Kind is the most significant of its statements'
+// (Unknown, then TxControl, SessionChange, Write, Read).
 //
 // # The known gap
 //

@@ -1,9 +1,6 @@
 package sqlclass
 
-import (
-	"math/bits"
-	"strings"
-)
+import "strings"
 
 // This file holds the lexer: one forward pass over the bytes of the SQL
 // text, following the token rules of the PostgreSQL server's own scanner
@@ -184,40 +181,11 @@ func lexToken(s string, i int) (token, int) {
 }
 
 // wordEnd returns the index just past the identifier characters from i.
-// It tests eight bytes at a time, so that the end of a short word costs
-// one well-predicted branch rather than one branch per byte.
 func wordEnd(s string, i int) int {
-	for ; i+8 <= len(s); i += 8 {
-		b := s[i : i+8]
-		x := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-		if m := notIdent8(x); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
 	for i < len(s) && charClass[s[i]]&classIdentCont != 0 {
 		i++
 	}
 	return i
-}
-
-const (
-	lsb = 0x0101010101010101 // the low bit of each byte
-	msb = 0x8080808080808080 // the high bit of each byte
-)
-
-// notIdent8 returns the high bit of each byte of x that is not an
-// identifier character: not a letter, digit, '_', '$' or a byte >= 0x80.
-// Each test works on 7-bit byte values, where adding a constant of at
-// most 0x80 never carries into the next byte.
-func notIdent8(x uint64) uint64 {
-	v := x &^ msb     // 7-bit values
-	f := v | 0x20*lsb // ASCII letters folded to lower case
-	digit := (v + (0x80-'0')*lsb) &^ (v + (0x7f-'9')*lsb)
-	letter := (f + (0x80-'a')*lsb) &^ (f + (0x7f-'z')*lsb)
-	under := ^((v ^ '_'*lsb) + 0x7f*lsb) // high bit set where the byte is '_'
-	dollar := ^((v ^ '$'*lsb) + 0x7f*lsb)
-	return ^(digit | letter | under | dollar | x) & msb
 }
 
 // lineEnd returns the index of the newline that ends a "--" comment
@@ -339,11 +307,17 @@ func continuation(s string, i int) (int, bool) {
 }
 
 // numberEnd returns the index just past a numeric literal starting with
-// the digit at i. Letters never join the number (except an exponent
-// marker followed by digits): "1into" is the number 1 and then the word
-// into, as older servers lex it. Newer servers reject such text outright.
+// the digit at i: digits and dots, then an exponent marker if digits
+// follow it. Nothing else joins the number, which is how servers before
+// PostgreSQL 15 and 16 lex it: "1into" is the number 1 and then the word
+// into, and "1_000" or "0x1F" are 1 and 0 followed by an identifier.
+// Newer servers read 1_000 and 0x1F as numbers and reject the rest, so
+// where the versions differ this lexer sees an identifier, which may
+// swallow a following '$'; a newer server sees a number and then perhaps
+// a dollar quote. Seeing code where a server sees a literal only makes a
+// text less replay-safe; the reverse would be a bug.
 func numberEnd(s string, i int) int {
-	for i < len(s) && (charClass[s[i]]&classDigit != 0 || s[i] == '.' || s[i] == '_') {
+	for i < len(s) && (charClass[s[i]]&classDigit != 0 || s[i] == '.') {
 		i++
 	}
 	if i < len(s) && s[i]|0x20 == 'e' {
