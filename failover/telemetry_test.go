@@ -12,6 +12,32 @@ import (
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
+// newMeter returns an SDK meter provider whose figures the test reads
+// through a manual reader.
+func newMeter(t *testing.T) (*sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { provider.Shutdown(context.Background()) })
+	return reader, provider
+}
+
+// newMeteredPool is newPool with a meter provider the test can read.
+func newMeteredPool(t *testing.T, ctx context.Context, dsn string) (*sdkmetric.ManualReader, *failover.Pool) {
+	t.Helper()
+	cfg, err := failover.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, provider := newMeter(t)
+	cfg.MeterProvider = provider
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return reader, pool
+}
+
 // counters reads every int64 sum the reader has collected, by name.
 func counters(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
@@ -37,19 +63,7 @@ func TestFailoverCounters(t *testing.T) {
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	// Probes are effectively off, so only the calls below can notice the
 	// failover and the counts are exact.
-	cfg, err := failover.ParseConfig(c.ConnString("health_probe_interval=1h&failover_max_duration=3s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := sdkmetric.NewManualReader()
-	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer provider.Shutdown(context.Background())
-	cfg.MeterProvider = provider
-	pool, err := failover.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=3s"))
 
 	if _, err := pool.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
 		t.Fatal(err)

@@ -407,6 +407,62 @@ func (c *Cluster) Failover(ctx context.Context, to *Node) error {
 	return c.followAll(ctx, to, old)
 }
 
+// FailoverToBest simulates losing the primary the way a failover manager
+// handles it: the primary is stopped immediately, the standby that received
+// the most WAL is promoted (so no commit acknowledged under synchronous
+// replication is lost), and the other standbys follow it. It returns the new
+// primary.
+func (c *Cluster) FailoverToBest(ctx context.Context) (*Node, error) {
+	old := c.Primary()
+	if err := old.Stop(ctx, Immediate); err != nil {
+		return nil, err
+	}
+	best, err := c.BestStandby(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Promote(ctx, best); err != nil {
+		return nil, err
+	}
+	return best, c.FollowAll(ctx, best)
+}
+
+// BestStandby returns the running standby that has received the most WAL:
+// the one to promote when the primary is lost.
+func (c *Cluster) BestStandby(ctx context.Context) (*Node, error) {
+	var best *Node
+	var bestLSN uint64
+	for _, r := range c.Replicas() {
+		if !r.Running() {
+			continue
+		}
+		var pos *string
+		if err := r.queryRow(ctx, "SELECT pg_last_wal_receive_lsn()::text", &pos); err != nil {
+			return nil, err
+		}
+		var v uint64
+		if pos != nil {
+			var err error
+			if v, err = parseLSN(*pos); err != nil {
+				return nil, fmt.Errorf("pgtest: %s: %w", r.name, err)
+			}
+		}
+		if best == nil || v > bestLSN {
+			best, bestLSN = r, v
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("%w: no standby left to promote", ErrStopped)
+	}
+	return best, nil
+}
+
+// FollowAll points every running standby at the new primary p, rewinding
+// those that went past the point where p's timeline branched off.
+func (c *Cluster) FollowAll(ctx context.Context, p *Node) error {
+	return c.followAll(ctx, p, nil)
+}
+
 // followAll points every running standby except skip at the new primary p.
 // The standbys followed p's parent timeline; one that received WAL past the
 // branch point could not follow and is rewound (stopped, pg_rewind,
