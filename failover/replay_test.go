@@ -428,4 +428,3 @@ func TestExactlyOnceUnderChaos(t *testing.T) {
 	t.Logf("%d failovers: %d acknowledged, %d failed without running, %d of unknown outcome (%d of those committed)",
 		cycles, tally[acked], tally[unsent], tally[unknown], unknownApplied)
 }
-

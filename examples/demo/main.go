@@ -50,7 +50,7 @@ type demo struct {
 	mu        sync.Mutex // guards the fields below
 	events    []event
 	acked     []int64
-	unknown   []int64 // writes whose outcome the pool reported as unknown
+	unknown   []int64                  // writes whose outcome the pool reported as unknown
 	firstErr  map[string]time.Duration // first error of each kind of failure
 	promoted  time.Time
 	firstGood time.Time // first acknowledged write after promotion
