@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -19,12 +20,17 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-
-	// Before: pool, err := pgxpool.New(ctx, os.Args[1])
-	pool, err := failover.New(ctx, os.Args[1])
-	if err != nil {
+	if err := run(ctx, os.Args[1], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, connString string, out io.Writer) error {
+	// Before: pool, err := pgxpool.New(ctx, connString)
+	pool, err := failover.New(ctx, connString)
+	if err != nil {
+		return err
 	}
 	defer pool.Close()
 
@@ -32,11 +38,11 @@ func main() {
 	var now time.Time
 	var inRecovery bool
 	if err := pool.QueryRow(ctx, "SELECT now(), pg_is_in_recovery()").Scan(&now, &inRecovery); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
 	}
-	fmt.Printf("connected; server time %s; standby: %v\n", now.Format(time.RFC3339), inRecovery)
+	fmt.Fprintf(out, "connected; server time %s; standby: %v\n", now.Format(time.RFC3339), inRecovery)
 	for _, h := range pool.Stat().Hosts() {
-		fmt.Printf("  %-22s %-8s %s\n", h.Addr, h.Role, h.State)
+		fmt.Fprintf(out, "  %-22s %-8s %s\n", h.Addr, h.Role, h.State)
 	}
+	return nil
 }
