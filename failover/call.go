@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -184,13 +185,31 @@ func (c *call) failedSafely(err error) error {
 // it never reached the server, or the server refused it before running it
 // (a write on a standby, a server still starting up).
 func provablyUnrun(err error) bool {
-	if pgconn.SafeToRetry(err) {
+	if pgconn.SafeToRetry(err) && !closedWhileReading(err) {
 		return true
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "25006", "57P03":
+			return true
+		}
+	}
+	return false
+}
+
+// closedWhileReading reports whether err is pgconn's "conn closed" lock
+// error. pgconn returns it, claiming it is safe to retry, in two cases: a
+// call made on a connection that was already closed (nothing sent), and a
+// connection that failed while the result of a statement already sent was
+// being read (pgconn closes the connection on the failed read, and its
+// next receive finds it closed). The Pool only sends statements on
+// connections that were open when acquired, so for it the error always
+// means the second case: the statement may have run. The type is
+// unexported, so it is recognised by its type name.
+func closedWhileReading(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if reflect.TypeOf(e).String() == "*pgconn.connLockError" {
 			return true
 		}
 	}

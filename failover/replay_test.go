@@ -34,6 +34,7 @@ func terminate(t *testing.T, ctx context.Context, n *pgtest.Node, pid uint32) {
 }
 
 // terminateWhenRunning waits until a statement containing marker is
+// executing (sleeping in pg_sleep, past parsing and planning)
 // running on n, then terminates its backend. It returns once done.
 func terminateWhenRunning(t *testing.T, ctx context.Context, n *pgtest.Node, marker string) {
 	t.Helper()
@@ -47,7 +48,7 @@ func terminateWhenRunning(t *testing.T, ctx context.Context, n *pgtest.Node, mar
 	for time.Now().Before(deadline) {
 		var n int
 		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_stat_activity
-			WHERE state = 'active' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`, marker).Scan(&n)
+			WHERE wait_event = 'PgSleep' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`, marker).Scan(&n)
 		if err != nil {
 			t.Error(err)
 			return

@@ -1,0 +1,109 @@
+package failover_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// startProxy runs an in-process TCP proxy in front of n and returns it;
+// the proxy's Listen field is its address.
+func startProxy(t *testing.T, n *pgtest.Node) *toxiproxy.Proxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, n.Name(), "127.0.0.1:0", n.Addr())
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// cutWhenRunning waits until a statement containing marker is executing on n
+// (sleeping in pg_sleep, so it is past parsing and planning), then
+// cuts every connection through the proxy (as a network failure would) and
+// lets new connections through again.
+func cutWhenRunning(t *testing.T, n *pgtest.Node, p *toxiproxy.Proxy, marker string) {
+	t.Helper()
+	ctx := testContext(t)
+	conn, err := n.Connect(ctx)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var running bool
+		err := conn.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE wait_event = 'PgSleep' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`, marker).Scan(&running)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if running {
+			p.Stop()
+			if err := p.Start(); err != nil {
+				t.Error(err)
+			}
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Errorf("no statement with %q ever ran", marker)
+}
+
+func TestNetworkCut(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	proxy := startProxy(t, c.Primary())
+	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), proxy.Listen, 1)
+	reader, pool := newMeteredPool(t, ctx, dsn)
+	if _, err := pool.Exec(ctx, "CREATE TABLE cut (n int)"); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a read cut in flight is replayed", func(t *testing.T) {
+		var wg sync.WaitGroup
+		wg.Go(func() { cutWhenRunning(t, c.Primary(), proxy, "cut-read-1b7f") })
+		var v int
+		err := pool.QueryRow(ctx, "SELECT 42 FROM pg_sleep(0.5) /* cut-read-1b7f */").Scan(&v)
+		wg.Wait()
+		if err != nil || v != 42 {
+			t.Fatalf("read across a network cut = %d, %v", v, err)
+		}
+		if got := counters(t, ctx, reader); got["pgfailover.failover.survived"] != 1 {
+			t.Fatalf("counters %v: want the read counted as survived", got)
+		}
+	})
+
+	t.Run("a write cut in flight is not", func(t *testing.T) {
+		var wg sync.WaitGroup
+		wg.Go(func() { cutWhenRunning(t, c.Primary(), proxy, "cut-write-0c3a") })
+		_, err := pool.Exec(ctx, "INSERT INTO cut SELECT 1 FROM pg_sleep(0.5) /* cut-write-0c3a */")
+		wg.Wait()
+		if !errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+			t.Fatalf("write across a network cut: want ErrCommitOutcomeUnknown, got %v", err)
+		}
+		// The server may or may not have committed it; it ran once at most.
+		var n int
+		waitUntil(t, 10*time.Second, "the count", func() bool {
+			return pool.QueryRow(ctx, "SELECT count(*) FROM cut").Scan(&n) == nil
+		})
+		if n > 1 {
+			t.Fatalf("the write ran %d times", n)
+		}
+		if got := counters(t, ctx, reader); got["pgfailover.failover.failed"] != 1 {
+			t.Fatalf("counters %v: want the write counted as failed", got)
+		}
+	})
+}
