@@ -20,16 +20,20 @@
 // # What is retried
 //
 // A call moves to the next host only when that cannot run a statement
-// twice: connecting and BEGIN always may; a statement may when it provably
-// never ran (it did not reach the server, or the server refused it before
-// running it, as a standby refuses a write). Everything else returns an
-// error, and a *FailoverError (wrapping ErrNoHost or ErrBudgetExhausted)
-// says what each host did when the walk could not finish. Connections from
-// Acquire and open transactions are pinned to their host.
+// twice. Connecting and BEGIN always may. A replay-safe read (see
+// ReplaySafe and NoRetry) may while none of its rows has reached the
+// caller. Any other statement may only when it provably never ran: it did
+// not reach the server, or the server refused it before running it, as a
+// standby refuses a write. When a statement that may write was cut off in
+// flight, the call fails with ErrCommitOutcomeUnknown and is never run
+// again. Connections from Acquire and open transactions are pinned to their
+// host; a transaction whose connection died fails with ErrTxInterrupted,
+// and RunTx runs a whole transaction function again in that case.
 //
 // The walk is bounded by failover_max_attempts, failover_max_duration and
 // the caller's context, with full-jitter exponential backoff paid once per
-// round over the hosts.
+// round over the hosts. When it cannot finish, a *FailoverError (wrapping
+// ErrNoHost or ErrBudgetExhausted) says what each host did.
 //
 // # Observability
 //
