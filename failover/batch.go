@@ -8,12 +8,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// SendBatch sends a batch to the best host. The whole batch moves to another
-// host while none of its results has been read, under the same rules as
-// Exec: its first statement failed without running (nothing reached the
-// server, or the server refused it). After a result has been read, errors
-// are returned as they come. A batch that begins a transaction is pinned to
-// its host like Begin.
+// SendBatch sends a batch to the best host. While none of its results has
+// been read, the whole batch moves to another host under the rules of
+// Query: a batch made only of replay-safe reads after any failover event,
+// any other batch only when its first statement provably did not run.
+// After a result has been read, errors are returned as they come, and a
+// batch that may write and is cut off has an unknown outcome. Close never
+// sends the batch again. A batch that begins a transaction is pinned to its
+// host like Begin.
 func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	br := &batchResults{ctx: ctx, batch: b, call: p.newCall(ctx)}
 	if err := br.send(); err != nil {
@@ -27,9 +29,9 @@ type batchResults struct {
 	batch *pgx.Batch
 	call  call
 
-	conn *pgxpool.Conn // nil once released or handed to the transaction
+	conn *pgxpool.Conn // nil once released or owned by the transaction
 	cur  pgx.BatchResults
-	tx   pgx.Tx
+	tx   *tx
 	read bool // a result has reached the caller
 }
 
@@ -39,39 +41,49 @@ func (br *batchResults) send() error {
 		return err
 	}
 	br.conn, br.cur = conn, conn.SendBatch(br.ctx, br.batch)
-	if tx := br.cur.Tx(); tx != nil {
-		br.tx = &pinnedTx{Tx: tx, conn: conn}
+	if t := br.cur.Tx(); t != nil {
+		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, p: br.call.p, host: br.call.host}
 		br.conn = nil
 		br.read = true // a transaction is never moved
 	}
 	return nil
 }
 
+// policy is the retry policy of the batch given what reached the caller.
+func (br *batchResults) policy() policy {
+	p := batchPolicy(br.ctx, br.batch)
+	if br.read {
+		p &= writes
+	}
+	return p
+}
+
 // settle decides what to do with the outcome of reading a result. It
 // returns true when the batch was sent again and the read should be
 // repeated on the new results.
 func (br *batchResults) settle(err *error) bool {
-	if *err == nil {
-		if !br.read {
-			br.read = true
-			*err = br.call.done(nil, idempotent)
-		}
+	if br.tx != nil {
+		*err = br.tx.interrupted(*err)
 		return false
 	}
-	rule := delivered
-	if !br.read {
-		rule = batchPolicy(br.ctx, br.batch)
+	if *err == nil {
+		// The batch is settled as a success when it is closed.
+		br.read = true
+		return false
 	}
+	rule := br.policy()
 	br.read = true
 	if br.conn == nil {
-		*err = br.call.done(*err, delivered)
+		*err = br.call.done(*err, rule&^(replayable|retryUnsent))
 		return false
 	}
 	br.cur.Close()
 	br.conn.Release()
 	br.conn = nil
-	if e := br.call.done(*err, rule); e != errRetry {
+	e := br.call.done(*err, rule)
+	if e != errRetry {
 		*err = e
+		br.cur = pgx.FailedBatchResults(br.batch, e)
 		return false
 	}
 	br.read = false
@@ -96,7 +108,10 @@ func (br *batchResults) Query() (pgx.Rows, error) {
 	for {
 		rows, err := br.cur.Query()
 		if !br.settle(&err) {
-			return rows, err
+			if err != nil {
+				return rows, err
+			}
+			return &batchRows{Rows: rows, br: br}, nil
 		}
 	}
 }
@@ -109,6 +124,7 @@ func (r batchRow) Scan(dest ...any) error {
 	for {
 		err := r.br.cur.QueryRow().Scan(dest...)
 		if err == pgx.ErrNoRows {
+			// The query ran; it just found no row.
 			r.br.read = true
 			return err
 		}
@@ -120,14 +136,49 @@ func (r batchRow) Scan(dest ...any) error {
 
 func (br *batchResults) Close() error {
 	err := br.cur.Close()
+	if br.tx != nil {
+		return br.tx.interrupted(err)
+	}
 	if br.conn != nil {
 		br.conn.Release()
 		br.conn = nil
+		// Closing never sends the batch again.
+		if err != nil {
+			return br.call.done(err, br.policy()&^(replayable|retryUnsent))
+		}
+		return br.call.done(nil, idempotent)
 	}
 	return err
 }
 
-func (br *batchResults) Tx() pgx.Tx { return br.tx }
+func (br *batchResults) Tx() pgx.Tx {
+	if br.tx == nil {
+		return nil
+	}
+	return br.tx
+}
+
+// batchRows maps the error of a batch's query rows like the batch's own.
+type batchRows struct {
+	pgx.Rows
+	br     *batchResults
+	mapped bool
+	err    error
+}
+
+func (r *batchRows) Err() error {
+	if !r.mapped {
+		if err := r.Rows.Err(); err != nil {
+			r.mapped = true
+			r.err = err
+			r.br.settle(&r.err)
+		}
+	}
+	if r.mapped {
+		return r.err
+	}
+	return nil
+}
 
 // pinnedTx gives its connection back to its host's pool when the
 // transaction ends.

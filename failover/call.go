@@ -54,6 +54,8 @@ type call struct {
 	tried       hostSet
 	roleRejects int // hosts in this round that refused on role grounds
 
+	settledOnce bool // the call's outcome has been decided and counted
+
 	events   int       // failover events seen by this call
 	attempts int       // attempts that count against MaxAttempts
 	started  time.Time // time of the first failover event
@@ -74,14 +76,30 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		conn, err := c.p.hosts[h].pool.Acquire(c.ctx)
+		conn, err := c.acquireFrom(h)
 		if err == nil {
 			return conn, nil
+		}
+		if c.p.closed.Load() {
+			return nil, ErrClosed
 		}
 		if err := c.done(err, idempotent); err != errRetry {
 			return nil, err
 		}
 	}
+}
+
+// acquireFrom acquires a connection from host h. Once the call is failing
+// over, connecting is bounded by what is left of failover_max_duration, so
+// a host that does not answer cannot stretch the budget by a whole
+// connect_timeout per host.
+func (c *call) acquireFrom(h int) (*pgxpool.Conn, error) {
+	if c.events == 0 {
+		return c.p.hosts[h].pool.Acquire(c.ctx)
+	}
+	ctx, cancel := context.WithDeadline(c.ctx, c.started.Add(c.p.cfg.MaxDuration))
+	defer cancel()
+	return c.p.hosts[h].pool.Acquire(ctx)
 }
 
 // pick chooses the host for the next attempt.
@@ -115,19 +133,29 @@ func (c *call) pick() (int, error) {
 // done settles an attempt on c.host. err is what the attempt returned and
 // rule says whether the statement may run again. done returns nil on success,
 // errRetry when the caller should try the next host, and otherwise the
-// error to hand back.
+// error to hand back. Once a call is settled, later errors (a rows or batch
+// closed after its error was returned) pass through unchanged and are not
+// counted again.
 func (c *call) done(err error, rule policy) error {
+	if c.settledOnce {
+		return err
+	}
 	if err == nil {
+		c.settledOnce = true
 		if c.events > 0 {
-			c.p.telemetry.survived(c.ctx)
+			c.count(c.p.telemetry.survived)
 		}
 		return nil
 	}
 	unrun := provablyUnrun(err)
 	if c.ctx.Err() != nil {
 		// The caller gave up. A write cut off in flight may still commit.
-		if rule&writes != 0 && !unrun {
+		switch {
+		case rule&writes != 0 && !unrun:
 			return c.settled(ErrCommitOutcomeUnknown, err)
+		case c.events > 0:
+			c.record(c.host, err)
+			return c.giveUp(ErrBudgetExhausted, c.ctx.Err())
 		}
 		return c.failedSafely(err)
 	}
@@ -145,6 +173,10 @@ func (c *call) done(err error, rule policy) error {
 		return c.settled(nil, err)
 	case rule&replayable != 0, unrun && rule&retryUnsent != 0:
 		// Safe to run again.
+	case unrun:
+		// It did nothing, but cannot be sent again (COPY has consumed its
+		// rows): a plain error.
+		return c.settled(nil, err)
 	case rule&writes != 0 && class == hosthealth.Transport:
 		return c.settled(ErrCommitOutcomeUnknown, err)
 	default:
@@ -155,7 +187,7 @@ func (c *call) done(err error, rule policy) error {
 		return errRetry
 	}
 	c.attempts++
-	if c.attempts >= c.p.cfg.MaxAttempts {
+	if c.attempts >= c.p.cfg.MaxAttempts || time.Since(c.started) >= c.p.cfg.MaxDuration {
 		return c.giveUp(ErrBudgetExhausted, nil)
 	}
 	return errRetry
@@ -164,7 +196,8 @@ func (c *call) done(err error, rule policy) error {
 // settled ends a call that met a failover event and cannot complete: the
 // error names the host and, with kind, what the failure means.
 func (c *call) settled(kind, err error) error {
-	c.p.telemetry.failed(c.ctx)
+	c.settledOnce = true
+	c.count(c.p.telemetry.failed)
 	addr := ""
 	if c.host >= 0 {
 		addr = c.p.hosts[c.host].addr
@@ -172,11 +205,22 @@ func (c *call) settled(kind, err error) error {
 	return &HostError{Kind: kind, Addr: addr, Err: err}
 }
 
+// count adds one to a failover counter, unless the call runs inside
+// RunTx, which counts the whole transaction function as one call.
+func (c *call) count(add func(context.Context)) {
+	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {
+		st.failedOver = true
+		return
+	}
+	add(c.ctx)
+}
+
 // failedSafely returns an error that is not a failover event. When the call
 // had already failed over, the failover could not complete, and says so.
 func (c *call) failedSafely(err error) error {
+	c.settledOnce = true
 	if c.events > 0 {
-		c.p.telemetry.failed(c.ctx)
+		c.count(c.p.telemetry.failed)
 	}
 	return err
 }
@@ -248,12 +292,13 @@ func (c *call) pause() error {
 
 // giveUp ends the walk with kind, listing each host's last outcome.
 func (c *call) giveUp(kind, cause error) error {
+	c.settledOnce = true
 	if kind == ErrBudgetExhausted && cause != nil && c.events == 0 {
 		// The caller gave up before anything failed: the plain context
 		// error, as pgxpool would return it.
 		return cause
 	}
-	c.p.telemetry.failed(c.ctx)
+	c.count(c.p.telemetry.failed)
 	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: c.attempts}
 	for h, err := range c.outcomes {
 		if err != nil {

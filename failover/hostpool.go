@@ -30,7 +30,8 @@ type hostPool struct {
 func (p *Pool) newHostPool(ctx context.Context, i int) (*hostPool, error) {
 	h := &hostPool{index: i, addr: p.cfg.Hosts[i].Addr()}
 	cfg := p.cfg.hostPoolConfig(i)
-	h.probe.config = cfg.ConnConfig.Config.Copy()
+	h.probe.config = cfg.ConnConfig.Copy()
+	h.probe.beforeConnect = cfg.BeforeConnect
 
 	cfg.ConnConfig.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 		role, err := serverRole(ctx, conn)

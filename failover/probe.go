@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
@@ -19,8 +20,9 @@ const probeSQL = "SELECT pg_is_in_recovery(), current_setting('pgfailover.zone',
 // goroutine uses it at a time: NewWithConfig's first probe, then the host's
 // probe loop.
 type prober struct {
-	config *pgconn.Config
-	conn   *pgconn.PgConn
+	config        *pgx.ConnConfig
+	beforeConnect func(context.Context, *pgx.ConnConfig) error // the user's pool hook, if any
+	conn          *pgconn.PgConn
 }
 
 // probeResult is what one probe of one host found.
@@ -34,7 +36,15 @@ func (pr *prober) run(ctx context.Context, timeout time.Duration) probeResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if pr.conn == nil || pr.conn.IsClosed() {
-		conn, err := pgconn.ConnectConfig(ctx, pr.config)
+		// Probes connect like the pool does, so credentials set by the
+		// user's BeforeConnect hook (a rotating token) apply to them too.
+		cfg := pr.config.Copy()
+		if pr.beforeConnect != nil {
+			if err := pr.beforeConnect(ctx, cfg); err != nil {
+				return probeResult{err: err}
+			}
+		}
+		conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 		if err != nil {
 			return probeResult{err: err}
 		}
@@ -83,6 +93,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	}
 	wg.Wait()
 	fe := &FailoverError{Kind: ErrNoHost}
+	usable := false
 	for i, r := range results {
 		p.observe(i, r)
 		switch {
@@ -91,8 +102,11 @@ func (p *Pool) probeAll(ctx context.Context) error {
 		case !p.cfg.Target.Accepts(r.role):
 			fe.Hosts = append(fe.Hosts, HostError{Addr: p.hosts[i].addr, Err: &hosthealth.RoleError{Addr: p.hosts[i].addr, Role: r.role, Target: p.cfg.Target}})
 		default:
-			return nil
+			usable = true
 		}
+	}
+	if usable {
+		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		fe.Cause = err

@@ -60,10 +60,11 @@ func queryPolicy(ctx context.Context, sql string) policy {
 }
 
 // execPolicy is the policy of Exec. Exec is never replayed once its
-// statement reached a server; a read cut off in flight is a plain error,
-// anything else has an unknown outcome.
+// statement reached a server, whatever the context says; a read cut off in
+// flight is a plain error, anything else (and anything under NoRetry) has
+// an unknown outcome.
 func execPolicy(ctx context.Context, sql string) policy {
-	if modeOf(ctx) == replayAlways || sqlclass.ReplaySafe(sql) {
+	if modeOf(ctx) != replayNever && sqlclass.ReplaySafe(sql) {
 		return readOnce
 	}
 	return write

@@ -10,39 +10,68 @@ import (
 )
 
 // QueryRow runs a query expected to return at most one row. As with
-// pgxpool, errors are deferred to Scan. The statement is sent when Scan is
-// called, and Scan may run it on another host when the first one failed
-// before producing a row under the same rules as Exec.
+// pgxpool, the statement is sent at once and errors are deferred to Scan.
+// Scan may run the query again on another host when it failed before its
+// row reached the caller, under the same rules as Query.
 func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return &row{p: p, ctx: ctx, sql: sql, args: args}
+	r := &row{ctx: ctx, sql: sql, args: args, call: p.newCall(ctx)}
+	r.send()
+	return r
 }
 
 type row struct {
-	p    *Pool
 	ctx  context.Context
 	sql  string
 	args []any
+	call call
+
+	conn    *pgxpool.Conn // held from send until Scan
+	inner   pgx.Row
+	err     error // why the row could not be sent, or Scan's outcome
+	scanned bool
+}
+
+// send acquires a connection from the next host and sends the query.
+func (r *row) send() {
+	conn, err := r.call.acquire()
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.conn, r.inner = conn, conn.QueryRow(r.ctx, r.sql, r.args...)
 }
 
 func (r *row) Scan(dest ...any) error {
-	c := r.p.newCall(r.ctx)
-	for {
-		conn, err := c.acquire()
-		if err != nil {
-			return err
+	if r.scanned {
+		// Like pgx: the row is gone after the first Scan.
+		if r.err != nil {
+			return r.err
 		}
-		err = conn.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
-		conn.Release()
-		if err == nil || err == pgx.ErrNoRows {
-			if e := c.done(nil, idempotent); e != nil {
-				return e
-			}
-			return err
-		}
-		if err = c.done(err, queryPolicy(r.ctx, r.sql)); err != errRetry {
-			return err
-		}
+		return pgx.ErrNoRows
 	}
+	r.scanned = true
+	for r.err == nil {
+		err := r.inner.Scan(dest...)
+		r.conn.Release()
+		r.conn = nil
+		if err == pgx.ErrNoRows {
+			if r.err = r.call.done(nil, idempotent); r.err == nil {
+				r.err = err
+			}
+			return r.err
+		}
+		if err != nil {
+			err = r.call.done(err, queryPolicy(r.ctx, r.sql))
+		} else {
+			err = r.call.done(nil, idempotent)
+		}
+		if err != errRetry {
+			r.err = err
+			return err
+		}
+		r.send()
+	}
+	return r.err
 }
 
 // Query runs a query and returns its rows. Close the rows (or read them to
@@ -132,11 +161,14 @@ func (r *rows) release() {
 }
 
 func (r *rows) Close() {
-	if r.conn != nil {
-		r.release()
-		if err := r.inner.Err(); err != nil && r.err == nil {
-			r.err = r.call.done(err, r.policy(err))
-		}
+	if r.conn == nil {
+		return
+	}
+	r.release()
+	// Closing ends the query: whatever happened, it is not sent again.
+	err := r.inner.Err()
+	if err = r.call.done(err, r.policy(err)&^(replayable|retryUnsent)); err != nil && r.err == nil {
+		r.err = err
 	}
 }
 

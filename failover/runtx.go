@@ -8,13 +8,24 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// insideRunTx is the context key under which RunTx hands its calls a
+// *runTxState, so that the failover counters count the transaction
+// function once, not each BEGIN inside it.
+type insideRunTx struct{}
+
+// runTxState collects what the calls inside one RunTx saw.
+type runTxState struct {
+	failedOver bool // some call inside met a failover event
+}
+
 // RunTx runs fn in a transaction on pool and commits it. When the
 // transaction is interrupted before COMMIT was sent (its connection died,
 // so the server rolled it back), RunTx begins a new transaction on a
 // working host and runs fn again, within the pool's failover budget
-// (failover_max_attempts, failover_max_duration and ctx). It never runs fn
-// again after COMMIT was sent: an unknown commit outcome is returned as an
-// error wrapping ErrCommitOutcomeUnknown.
+// (failover_max_attempts interruptions, failover_max_duration from the
+// first one, and ctx). It never runs fn again after COMMIT was sent: an
+// unknown commit outcome is returned as an error wrapping
+// ErrCommitOutcomeUnknown.
 //
 // fn may therefore run more than once. It must not have effects outside the
 // database (sending mail, charging a card, writing to another system), nor
@@ -22,33 +33,35 @@ import (
 // not an interruption, the transaction is rolled back and that error is
 // returned.
 func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	var (
-		interruptions int
-		started       time.Time
-	)
+	state := &runTxState{}
+	inner := context.WithValue(ctx, insideRunTx{}, state)
+	interruptions := 0
 	for {
-		err := runTxOnce(ctx, pool, opts, fn)
+		err := runTxOnce(inner, pool, opts, fn)
 		switch {
 		case err == nil:
-			if interruptions > 0 {
+			if interruptions > 0 || state.failedOver {
 				pool.telemetry.survived(ctx)
 			}
 			return nil
-		case !errors.Is(err, ErrTxInterrupted):
-			if interruptions > 0 {
+		case !errors.Is(err, ErrTxInterrupted) || ctx.Err() != nil:
+			if interruptions > 0 || state.failedOver || isFailoverError(err) {
 				pool.telemetry.failed(ctx)
 			}
 			return err
 		}
-		if interruptions == 0 {
-			started = time.Now()
-		}
 		interruptions++
-		if interruptions >= pool.cfg.MaxAttempts || time.Since(started) > pool.cfg.MaxDuration || ctx.Err() != nil {
-			pool.telemetry.failed(ctx)
-			return &FailoverError{Kind: ErrBudgetExhausted, Cause: ctx.Err(), Attempts: interruptions, Hosts: hostErrors(err)}
+		if interruptions == 1 {
+			// From the first interruption on, every run shares what is
+			// left of the budget.
+			var cancel context.CancelFunc
+			inner, cancel = context.WithDeadline(inner, time.Now().Add(pool.cfg.MaxDuration))
+			defer cancel()
 		}
-		// BeginTx walks to a working host (and backs off) by itself.
+		if interruptions >= pool.cfg.MaxAttempts {
+			pool.telemetry.failed(ctx)
+			return &FailoverError{Kind: ErrBudgetExhausted, Attempts: interruptions, Hosts: hostErrors(err)}
+		}
 	}
 }
 
@@ -62,6 +75,14 @@ func runTxOnce(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// isFailoverError reports whether err is one of the Pool's failover
+// outcomes, as opposed to an ordinary error of fn's.
+func isFailoverError(err error) bool {
+	var he *HostError
+	var fe *FailoverError
+	return errors.As(err, &he) || errors.As(err, &fe)
 }
 
 // hostErrors lists the *HostError in err, if any.

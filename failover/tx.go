@@ -19,12 +19,25 @@ type tx struct {
 	p      *Pool
 	host   int
 	nested bool // a savepoint: its "commit" is RELEASE SAVEPOINT
+
+	// callerGaveUp is set once a statement failed because its context
+	// ended; the connection is closed by the client from then on.
+	callerGaveUp bool
 }
 
 // interrupted maps an error of a statement inside the transaction.
 func (t *tx) interrupted(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		// The caller's own deadline: not the host's fault. pgx closes the
+		// connection when a statement's context ends, so what fails after
+		// it is not the host's fault either.
+		t.callerGaveUp = true
+	}
+	if t.callerGaveUp {
+		return err
 	}
 	class := hosthealth.Classify(err)
 	switch class {
