@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
@@ -61,6 +62,7 @@ type call struct {
 	started  time.Time // time of the first failover event
 	outcomes []error   // last error per host, allocated at the first event
 	backoff  *fullJitter
+	span     trace.Span // the failover episode, from the first event
 }
 
 func (p *Pool) newCall(ctx context.Context) call {
@@ -141,10 +143,7 @@ func (c *call) done(err error, rule policy) error {
 		return err
 	}
 	if err == nil {
-		c.settledOnce = true
-		if c.events > 0 {
-			c.count(c.p.telemetry.survived)
-		}
+		c.finish(nil)
 		return nil
 	}
 	unrun := provablyUnrun(err)
@@ -154,7 +153,7 @@ func (c *call) done(err error, rule policy) error {
 		case rule&writes != 0 && !unrun:
 			return c.settled(ErrCommitOutcomeUnknown, err)
 		case c.events > 0:
-			c.record(c.host, err)
+			c.outcomes[c.host] = err
 			return c.giveUp(ErrBudgetExhausted, c.ctx.Err())
 		}
 		return c.failedSafely(err)
@@ -165,7 +164,7 @@ func (c *call) done(err error, rule policy) error {
 	}
 	h := c.host
 	c.p.markFailed(h, class)
-	c.record(h, err)
+	c.record(h, class, err)
 	switch {
 	case class == hosthealth.Terminal:
 		// Credentials and database names are the same on every host, so
@@ -196,32 +195,43 @@ func (c *call) done(err error, rule policy) error {
 // settled ends a call that met a failover event and cannot complete: the
 // error names the host and, with kind, what the failure means.
 func (c *call) settled(kind, err error) error {
-	c.settledOnce = true
-	c.count(c.p.telemetry.failed)
 	addr := ""
 	if c.host >= 0 {
 		addr = c.p.hosts[c.host].addr
 	}
-	return &HostError{Kind: kind, Addr: addr, Err: err}
+	he := &HostError{Kind: kind, Addr: addr, Err: err}
+	c.finish(he)
+	return he
 }
 
-// count adds one to a failover counter, unless the call runs inside
-// RunTx, which counts the whole transaction function as one call.
-func (c *call) count(add func(context.Context)) {
+// finish records the outcome of the call, once. A call that met a failover
+// event counts as survived (err nil) or failed, and its episode's span
+// ends. Inside RunTx the transaction function is what counts, so the call
+// only tells RunTx it failed over.
+func (c *call) finish(err error) {
+	if c.settledOnce {
+		return
+	}
+	c.settledOnce = true
+	if c.events == 0 {
+		return
+	}
+	c.p.telemetry.endEpisode(c.span, err)
 	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {
 		st.failedOver = true
 		return
 	}
-	add(c.ctx)
+	if err == nil {
+		c.p.telemetry.survived(c.ctx)
+	} else {
+		c.p.telemetry.failed(c.ctx)
+	}
 }
 
 // failedSafely returns an error that is not a failover event. When the call
 // had already failed over, the failover could not complete, and says so.
 func (c *call) failedSafely(err error) error {
-	c.settledOnce = true
-	if c.events > 0 {
-		c.count(c.p.telemetry.failed)
-	}
+	c.finish(err)
 	return err
 }
 
@@ -260,13 +270,15 @@ func closedWhileReading(err error) bool {
 	return false
 }
 
-func (c *call) record(h int, err error) {
+func (c *call) record(h int, class hosthealth.Class, err error) {
 	if c.events == 0 {
 		c.started = time.Now()
 		c.outcomes = make([]error, len(c.p.hosts))
+		c.span = c.p.telemetry.startEpisode(c.ctx)
 	}
 	c.events++
 	c.outcomes[h] = err
+	c.p.telemetry.hostFailed(c.span, c.p.hosts[h].addr, class, err)
 }
 
 // pause waits out one backoff step between rounds, within the budget.
@@ -292,19 +304,19 @@ func (c *call) pause() error {
 
 // giveUp ends the walk with kind, listing each host's last outcome.
 func (c *call) giveUp(kind, cause error) error {
-	c.settledOnce = true
 	if kind == ErrBudgetExhausted && cause != nil && c.events == 0 {
 		// The caller gave up before anything failed: the plain context
 		// error, as pgxpool would return it.
+		c.finish(cause)
 		return cause
 	}
-	c.count(c.p.telemetry.failed)
 	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: c.attempts}
 	for h, err := range c.outcomes {
 		if err != nil {
 			fe.Hosts = append(fe.Hosts, HostError{Addr: c.p.hosts[h].addr, Err: err})
 		}
 	}
+	c.finish(fe)
 	return fe
 }
 

@@ -54,7 +54,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, errors.New("pgfailover: the Config must be created by ParseConfig")
 	}
 	cfg = cfg.Copy()
-	tel, err := newTelemetry(cfg.MeterProvider)
+	tel, err := newTelemetry(cfg.MeterProvider, cfg.TracerProvider)
 	if err != nil {
 		return nil, err
 	}

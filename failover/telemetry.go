@@ -2,10 +2,14 @@ package failover
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
@@ -13,15 +17,20 @@ import (
 // instrumentationName names the meter and tracer of this library.
 const instrumentationName = "github.com/pgfailover/pgfailover"
 
-// telemetry holds the Pool's OpenTelemetry instruments.
+// telemetry holds the Pool's OpenTelemetry instruments. Nothing here runs
+// on a call that meets no failover event.
 type telemetry struct {
 	survivedCount metric.Int64Counter
 	failedCount   metric.Int64Counter
+	tracer        trace.Tracer
 }
 
-func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
+func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
 	}
 	m := mp.Meter(instrumentationName)
 	survived, err := m.Int64Counter("pgfailover.failover.survived",
@@ -36,7 +45,43 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &telemetry{survivedCount: survived, failedCount: failed}, nil
+	return &telemetry{survivedCount: survived, failedCount: failed, tracer: tp.Tracer(instrumentationName)}, nil
+}
+
+// startEpisode starts the span of one call's failover episode: from its
+// first failover event to its outcome.
+func (t *telemetry) startEpisode(ctx context.Context) trace.Span {
+	_, span := t.tracer.Start(ctx, "pgfailover.failover", trace.WithSpanKind(trace.SpanKindClient))
+	return span
+}
+
+// hostFailed adds an event for one host that failed during the episode.
+func (t *telemetry) hostFailed(span trace.Span, addr string, class hosthealth.Class, err error) {
+	span.AddEvent("host failed", trace.WithAttributes(
+		attribute.String("pgfailover.host", addr),
+		attribute.String("pgfailover.class", class.String()),
+		attribute.String("error.message", err.Error()),
+	))
+}
+
+// endEpisode ends the episode's span with the call's outcome.
+func (t *telemetry) endEpisode(span trace.Span, err error) {
+	outcome := "survived"
+	switch {
+	case errors.Is(err, ErrCommitOutcomeUnknown):
+		outcome = "commit-outcome-unknown"
+	case errors.Is(err, ErrNoHost):
+		outcome = "no-host"
+	case errors.Is(err, ErrBudgetExhausted):
+		outcome = "budget-exhausted"
+	case err != nil:
+		outcome = "failed"
+	}
+	span.SetAttributes(attribute.String("pgfailover.outcome", outcome))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 func (t *telemetry) survived(ctx context.Context) { t.survivedCount.Add(ctx, 1) }

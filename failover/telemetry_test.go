@@ -5,8 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
@@ -63,7 +66,19 @@ func TestFailoverCounters(t *testing.T) {
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	// Probes are effectively off, so only the calls below can notice the
 	// failover and the counts are exact.
-	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=3s"))
+	cfg, err := failover.ParseConfig(c.ConnString("health_probe_interval=1h&failover_max_duration=3s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, meters := newMeter(t)
+	spans := tracetest.NewSpanRecorder()
+	cfg.MeterProvider = meters
+	cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
 
 	if _, err := pool.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
 		t.Fatal(err)
@@ -87,6 +102,14 @@ func TestFailoverCounters(t *testing.T) {
 	if got["pgfailover.failover.survived"] != 1 || got["pgfailover.failover.failed"] != 0 {
 		t.Fatalf("after one survived write: %v", got)
 	}
+	// One span for the episode, with an event naming the dead host.
+	ended := spans.Ended()
+	if len(ended) != 1 || ended[0].Name() != "pgfailover.failover" {
+		t.Fatalf("spans after one failover: %v", ended)
+	}
+	if !spanHas(ended[0], "pgfailover.outcome", "survived") || !eventNames(ended[0], c.Nodes()[0].Addr()) {
+		t.Errorf("span attributes %v, events %v", ended[0].Attributes(), ended[0].Events())
+	}
 
 	// Now every server is down: the next write fails over and cannot
 	// complete. One failed call.
@@ -100,4 +123,28 @@ func TestFailoverCounters(t *testing.T) {
 	if got["pgfailover.failover.survived"] != 1 || got["pgfailover.failover.failed"] != 1 {
 		t.Fatalf("after one failed write: %v", got)
 	}
+	if ended := spans.Ended(); len(ended) != 2 || ended[1].Status().Code != codes.Error {
+		t.Fatalf("spans after a failed failover: %v", ended)
+	}
+}
+
+func spanHas(s sdktrace.ReadOnlySpan, key, value string) bool {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key && kv.Value.AsString() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// eventNames reports whether some event of s names host addr.
+func eventNames(s sdktrace.ReadOnlySpan, addr string) bool {
+	for _, e := range s.Events() {
+		for _, kv := range e.Attributes {
+			if kv.Key == "pgfailover.host" && kv.Value.AsString() == addr {
+				return true
+			}
+		}
+	}
+	return false
 }
