@@ -40,6 +40,8 @@
 // Config.MeterProvider receives the counters pgfailover.failover.survived
 // (calls that completed after a failover event) and
 // pgfailover.failover.failed (calls that met one and could not complete).
-// Config.Logger receives host state changes; the Pool logs nothing without
-// it. No password appears in any error, log line or metric.
+// Config.TracerProvider receives a pgfailover.failover span per failover
+// episode, with an event per host that failed. Config.Logger receives host
+// state changes; the Pool logs nothing without it. No password appears in
+// any error, log line, metric or span.
 package failover
