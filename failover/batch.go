@@ -6,6 +6,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
 // SendBatch sends a batch to the best host. While none of its results has
@@ -17,17 +19,39 @@ import (
 // sends the batch again. A batch that begins a transaction is pinned to its
 // host like Begin.
 func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	br := &batchResults{ctx: ctx, batch: b, call: p.newCall(ctx)}
+	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b), call: p.newCall(ctx)}
 	if err := br.send(); err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
 	return br
 }
 
+// snapshot copies the queries of b as the caller queued them. pgx rewrites
+// a batch as it sends it (statement descriptions tied to the connection,
+// rewritten arguments), so a batch sent again on another host is built
+// afresh from this copy.
+func snapshot(b *pgx.Batch) []pgx.QueuedQuery {
+	qs := make([]pgx.QueuedQuery, len(b.QueuedQueries))
+	for i, q := range b.QueuedQueries {
+		qs[i] = pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments, Fn: q.Fn}
+	}
+	return qs
+}
+
+// fresh rebuilds the batch from its snapshot for another attempt.
+func (br *batchResults) fresh() *pgx.Batch {
+	b := &pgx.Batch{}
+	for _, q := range br.queued {
+		b.Queue(q.SQL, q.Arguments...).Fn = q.Fn
+	}
+	return b
+}
+
 type batchResults struct {
-	ctx   context.Context
-	batch *pgx.Batch
-	call  call
+	ctx    context.Context
+	batch  *pgx.Batch       // what the current attempt sent
+	queued []pgx.QueuedQuery // the batch as queued, for another attempt
+	call   call
 
 	conn *pgxpool.Conn // nil once released or owned by the transaction
 	cur  pgx.BatchResults
@@ -45,6 +69,7 @@ func (br *batchResults) send() error {
 		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, p: br.call.p, host: br.call.host}
 		br.conn = nil
 		br.read = true // a transaction is never moved
+		br.call.done(nil, idempotent)
 	}
 	return nil
 }
@@ -71,6 +96,12 @@ func (br *batchResults) settle(err *error) bool {
 		br.read = true
 		return false
 	}
+	if br.ctx.Err() == nil && hosthealth.Classify(*err) == hosthealth.NotFailover {
+		// An ordinary error of one statement (a constraint, a scan): pgx
+		// goes on with the next result, and so does the batch.
+		br.read = true
+		return false
+	}
 	rule := br.policy()
 	br.read = true
 	if br.conn == nil {
@@ -78,6 +109,7 @@ func (br *batchResults) settle(err *error) bool {
 		return false
 	}
 	br.cur.Close()
+	*err = explainRefusal(br.ctx, br.conn, *err)
 	br.conn.Release()
 	br.conn = nil
 	e := br.call.done(*err, rule)
@@ -87,6 +119,7 @@ func (br *batchResults) settle(err *error) bool {
 		return false
 	}
 	br.read = false
+	br.batch = br.fresh()
 	if e := br.send(); e != nil {
 		*err = e
 		br.cur = pgx.FailedBatchResults(br.batch, e)

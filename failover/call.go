@@ -82,8 +82,12 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 		if err == nil {
 			return conn, nil
 		}
-		if c.p.closed.Load() {
+		switch {
+		case c.p.closed.Load():
 			return nil, ErrClosed
+		case c.events > 0 && c.ctx.Err() == nil && time.Since(c.started) >= c.p.cfg.MaxDuration:
+			// The budget, not the host, ended the attempt.
+			return nil, c.giveUp(ErrBudgetExhausted, nil)
 		}
 		if err := c.done(err, idempotent); err != errRetry {
 			return nil, err
@@ -152,11 +156,15 @@ func (c *call) done(err error, rule policy) error {
 		switch {
 		case rule&writes != 0 && !unrun:
 			return c.settled(ErrCommitOutcomeUnknown, err)
-		case c.events > 0:
+		case c.events > 0 && rule&(replayable|retryUnsent) != 0:
+			// It would have moved on, but the deadline came first.
 			c.outcomes[c.host] = err
 			return c.giveUp(ErrBudgetExhausted, c.ctx.Err())
 		}
 		return c.failedSafely(err)
+	}
+	if rc, ok := err.(*readOnlyByChoice); ok {
+		return c.failedSafely(rc.err)
 	}
 	class := hosthealth.Classify(err)
 	if class == hosthealth.NotFailover {
@@ -350,3 +358,34 @@ func (s *hostSet) clear() {
 	s.small = 0
 	clear(s.large)
 }
+
+// explainRefusal looks again at a statement refused with 25006 (read-only
+// transaction) while its connection is still held. The refusal means the
+// host is in the wrong role when the server is a standby or is fenced
+// read-only by its own configuration. A read-only transaction, role or
+// database setting is the application's own choice: the error is then an
+// ordinary one, returned as is, and the host keeps its connections.
+func explainRefusal(ctx context.Context, conn *pgxpool.Conn, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "25006" || conn.Conn().PgConn().TxStatus() != 'I' {
+		return err
+	}
+	var inRecovery bool
+	var source string
+	q := "SELECT pg_is_in_recovery(), source FROM pg_settings WHERE name = 'default_transaction_read_only'"
+	if conn.QueryRow(ctx, q).Scan(&inRecovery, &source) != nil || inRecovery {
+		return err
+	}
+	switch source {
+	case "configuration file", "command line", "environment variable", "override":
+		return err // fenced by the server's configuration
+	}
+	return &readOnlyByChoice{err}
+}
+
+// readOnlyByChoice marks a 25006 that the application's own settings
+// caused. call.done returns the error inside unchanged.
+type readOnlyByChoice struct{ err error }
+
+func (e *readOnlyByChoice) Error() string { return e.err.Error() }
+func (e *readOnlyByChoice) Unwrap() error { return e.err }

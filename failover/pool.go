@@ -166,6 +166,7 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 			return pgconn.CommandTag{}, err
 		}
 		tag, err := conn.Exec(ctx, sql, args...)
+		err = explainRefusal(ctx, conn, err)
 		conn.Release()
 		if err == nil {
 			return tag, c.done(nil, idempotent)
@@ -224,14 +225,15 @@ func (p *Pool) Begin(ctx context.Context) (pgx.Tx, error) {
 func (p *Pool) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
 	c := p.newCall(ctx)
 	for {
-		h, err := c.pick()
+		conn, err := c.acquire()
 		if err != nil {
 			return nil, err
 		}
-		inner, err := p.hosts[h].pool.BeginTx(ctx, txOptions)
+		inner, err := conn.BeginTx(ctx, txOptions)
 		if err == nil {
-			return &tx{Tx: inner, p: p, host: h}, c.done(nil, idempotent)
+			return &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host}, c.done(nil, idempotent)
 		}
+		conn.Release()
 		if err = c.done(err, idempotent); err != errRetry {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ type row struct {
 	call call
 
 	conn    *pgxpool.Conn // held from send until Scan
-	inner   pgx.Row
+	inner   pgx.Rows
 	err     error // why the row could not be sent, or Scan's outcome
 	scanned bool
 }
@@ -38,9 +38,16 @@ func (r *row) send() {
 		r.err = err
 		return
 	}
-	r.conn, r.inner = conn, conn.QueryRow(r.ctx, r.sql, r.args...)
+	inner, err := conn.Query(r.ctx, r.sql, r.args...)
+	if err != nil {
+		inner = errRows{err: err}
+	}
+	r.conn, r.inner = conn, inner
 }
 
+// Scan reads the first row as pgx's QueryRow does (ErrNoRows when there is
+// none, the rest discarded). The query runs again elsewhere only when it
+// failed before its row was scanned into dest.
 func (r *row) Scan(dest ...any) error {
 	if r.scanned {
 		// Like pgx: the row is gone after the first Scan.
@@ -51,25 +58,37 @@ func (r *row) Scan(dest ...any) error {
 	}
 	r.scanned = true
 	for r.err == nil {
-		err := r.inner.Scan(dest...)
+		got := r.inner.Next()
+		var scanErr error
+		if got {
+			scanErr = r.inner.Scan(dest...)
+		}
+		r.inner.Close()
+		err := explainRefusal(r.ctx, r.conn, r.inner.Err())
 		r.conn.Release()
 		r.conn = nil
-		if err == pgx.ErrNoRows {
-			if r.err = r.call.done(nil, idempotent); r.err == nil {
-				r.err = err
-			}
-			return r.err
+		switch {
+		case err == nil && !got:
+			err = pgx.ErrNoRows
+			r.err = r.call.done(nil, idempotent)
+		case err == nil:
+			err = scanErr
+			r.err = r.call.done(nil, idempotent)
+		case got:
+			// The row reached dest; what failed after it is not replayed.
+			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql)&writes)
+		default:
+			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql))
 		}
-		if err != nil {
-			err = r.call.done(err, queryPolicy(r.ctx, r.sql))
-		} else {
-			err = r.call.done(nil, idempotent)
+		if r.err == errRetry {
+			r.err = nil
+			r.send()
+			continue
 		}
-		if err != errRetry {
+		if r.err == nil {
 			r.err = err
-			return err
 		}
-		r.send()
+		return r.err
 	}
 	return r.err
 }
@@ -112,6 +131,7 @@ func (r *rows) start() error {
 			r.conn, r.inner = conn, inner
 			return nil
 		}
+		err = explainRefusal(r.ctx, conn, err)
 		conn.Release()
 		if err = r.call.done(err, queryPolicy(r.ctx, r.sql)); err != errRetry {
 			return err
@@ -126,6 +146,10 @@ func (r *rows) Next() bool {
 			return true
 		}
 		err := r.inner.Err()
+		if err != nil {
+			r.inner.Close()
+			err = explainRefusal(r.ctx, r.conn, err)
+		}
 		r.release()
 		err = r.call.done(err, r.policy(err))
 		if err != errRetry {

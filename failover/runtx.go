@@ -35,7 +35,10 @@ type runTxState struct {
 func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	state := &runTxState{}
 	inner := context.WithValue(ctx, insideRunTx{}, state)
-	interruptions := 0
+	var (
+		interruptions int
+		first         time.Time // of the first interruption
+	)
 	for {
 		err := runTxOnce(inner, pool, opts, fn)
 		switch {
@@ -45,20 +48,18 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 			}
 			return nil
 		case !errors.Is(err, ErrTxInterrupted) || ctx.Err() != nil:
-			if interruptions > 0 || state.failedOver || isFailoverError(err) {
+			if interruptions > 0 || state.failedOver {
 				pool.telemetry.failed(ctx)
 			}
 			return err
 		}
-		interruptions++
-		if interruptions == 1 {
-			// From the first interruption on, every run shares what is
-			// left of the budget.
-			var cancel context.CancelFunc
-			inner, cancel = context.WithDeadline(inner, time.Now().Add(pool.cfg.MaxDuration))
-			defer cancel()
+		if interruptions == 0 {
+			first = time.Now()
 		}
-		if interruptions >= pool.cfg.MaxAttempts {
+		interruptions++
+		// The budget is checked before each new run, never during one: a
+		// run that has started keeps the caller's own context.
+		if interruptions >= pool.cfg.MaxAttempts || time.Since(first) >= pool.cfg.MaxDuration {
 			pool.telemetry.failed(ctx)
 			return &FailoverError{Kind: ErrBudgetExhausted, Attempts: interruptions, Hosts: hostErrors(err)}
 		}
@@ -75,14 +76,6 @@ func runTxOnce(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.
 		return err
 	}
 	return tx.Commit(ctx)
-}
-
-// isFailoverError reports whether err is one of the Pool's failover
-// outcomes, as opposed to an ordinary error of fn's.
-func isFailoverError(err error) bool {
-	var he *HostError
-	var fe *FailoverError
-	return errors.As(err, &he) || errors.As(err, &fe)
 }
 
 // hostErrors lists the *HostError in err, if any.

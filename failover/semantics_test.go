@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
@@ -132,5 +133,97 @@ func TestCallerDeadlineInsideTransactionIsNotAHostFailure(t *testing.T) {
 	}
 	if st := pool.Stat().Hosts()[0]; st.State != hosthealth.Healthy {
 		t.Fatalf("the host is %v after a caller's deadline, want healthy", st.State)
+	}
+}
+
+func TestBatchOfReadsReplaysOnAnotherConnection(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	// Arguments make pgx prepare the statements on the first connection;
+	// the replay must prepare them again on the next one.
+	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h"))
+	b := &pgx.Batch{}
+	b.Queue("SELECT $1::int FROM pg_sleep(0.5) /* batch-replay-4e1d */", 7)
+	b.Queue("SELECT $1::text", "second")
+	var wg sync.WaitGroup
+	wg.Go(func() { terminateWhenRunning(t, ctx, c.Primary(), "batch-replay-4e1d") })
+	br := pool.SendBatch(ctx, b)
+	var n int
+	var s string
+	err1 := br.QueryRow().Scan(&n)
+	err2 := br.QueryRow().Scan(&s)
+	err3 := br.Close()
+	wg.Wait()
+	if err1 != nil || err2 != nil || err3 != nil || n != 7 || s != "second" {
+		t.Fatalf("replayed batch: %d %q; errors %v, %v, %v", n, s, err1, err2, err3)
+	}
+	if got := counters(t, ctx, reader); got["pgfailover.failover.survived"] != 1 {
+		t.Fatalf("counters %v: want the batch counted as survived once", got)
+	}
+}
+
+func TestCommitAfterCallerDeadline(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := tx.Exec(short, "SELECT pg_sleep(2)"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("statement past its deadline: %v", err)
+	}
+	// The statement's deadline closed the connection; COMMIT is never
+	// sent, so the outcome is known: nothing committed.
+	err = tx.Commit(ctx)
+	if !errors.Is(err, failover.ErrTxInterrupted) || errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+		t.Fatalf("want ErrTxInterrupted, got %v", err)
+	}
+	if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Fatalf("a second Commit: want pgx.ErrTxClosed, got %v", err)
+	}
+	if st := pool.Stat().Hosts()[0]; st.State != hosthealth.Healthy {
+		t.Fatalf("the host is %v after a caller's deadline, want healthy", st.State)
+	}
+}
+
+func TestReadOnlyByChoiceIsAnOrdinaryError(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
+	if _, err := pool.Exec(ctx, "CREATE TABLE ro (n int)"); err != nil {
+		t.Fatal(err)
+	}
+	isReadOnlyError := func(err error) bool {
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr) && pgErr.Code == "25006" &&
+			!errors.Is(err, failover.ErrNoHost) && !errors.Is(err, failover.ErrBudgetExhausted)
+	}
+
+	t.Run("read-only transaction", func(t *testing.T) {
+		tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, "INSERT INTO ro VALUES (1)"); !isReadOnlyError(err) {
+			t.Fatalf("want the plain 25006, got %v", err)
+		}
+	})
+
+	t.Run("read-only session", func(t *testing.T) {
+		ro := newPool(t, ctx, c.ConnString("health_probe_interval=1h&options=-c%20default_transaction_read_only%3Don"))
+		if _, err := ro.Exec(ctx, "INSERT INTO ro VALUES (2)"); !isReadOnlyError(err) {
+			t.Fatalf("want the plain 25006, got %v", err)
+		}
+		if st := ro.Stat().Hosts()[0]; st.State != hosthealth.Healthy || st.Pool.IdleConns() == 0 {
+			t.Fatalf("host %v with %d idle connections after an ordinary error", st.State, st.Pool.IdleConns())
+		}
+	})
+
+	if st := pool.Stat().Hosts()[0]; st.State != hosthealth.Healthy {
+		t.Fatalf("the primary is %v after an ordinary error, want healthy", st.State)
 	}
 }

@@ -23,9 +23,14 @@ type tx struct {
 	// callerGaveUp is set once a statement failed because its context
 	// ended; the connection is closed by the client from then on.
 	callerGaveUp bool
+	finished     bool // Commit or Rollback was called
 }
 
-// interrupted maps an error of a statement inside the transaction.
+// interrupted maps an error of a statement inside the transaction. Only a
+// dead connection is the host's fault. A refused write (25006) is not: in
+// a transaction it comes from the transaction's own read-only mode or the
+// role's settings, and a real demotion is caught when connections are
+// handed out and by the probes.
 func (t *tx) interrupted(err error) error {
 	if err == nil {
 		return nil
@@ -36,40 +41,57 @@ func (t *tx) interrupted(err error) error {
 		// it is not the host's fault either.
 		t.callerGaveUp = true
 	}
-	if t.callerGaveUp {
+	if t.callerGaveUp || hosthealth.Classify(err) != hosthealth.Transport {
 		return err
 	}
-	class := hosthealth.Classify(err)
-	switch class {
-	case hosthealth.NotFailover, hosthealth.Terminal:
-		return err
-	}
-	t.p.markFailed(t.host, class)
-	if class != hosthealth.Transport {
-		// The server refused the statement (a standby refusing a write):
-		// the transaction is aborted but its connection is alive.
-		return err
-	}
+	t.p.markFailed(t.host, hosthealth.Transport)
 	return &HostError{Kind: ErrTxInterrupted, Addr: t.p.hosts[t.host].addr, Err: err}
 }
 
 func (t *tx) Commit(ctx context.Context) error {
-	if !t.nested {
-		if dead := t.diedIdle(ctx); dead != nil {
-			t.Tx.Rollback(ctx) // gives the broken connection back to be destroyed
-			t.p.markFailed(t.host, hosthealth.Transport)
-			return &HostError{Kind: ErrTxInterrupted, Addr: t.p.hosts[t.host].addr, Err: dead}
-		}
+	if t.finished {
+		return t.Tx.Commit(ctx) // pgx.ErrTxClosed; the connection is no longer ours to look at
+	}
+	t.finished = true
+	if t.nested {
+		return t.interrupted(t.Tx.Commit(ctx))
+	}
+	if err := t.deadBeforeCommit(); err != nil {
+		t.Tx.Rollback(ctx) // gives the broken connection back to be destroyed
+		return &HostError{Kind: ErrTxInterrupted, Addr: t.p.hosts[t.host].addr, Err: err}
 	}
 	err := t.Tx.Commit(ctx)
-	if err == nil || t.nested || provablyUnrun(err) {
+	switch {
+	case err == nil:
+		return nil
+	case provablyUnrun(err):
 		return t.interrupted(err)
-	}
-	if class := hosthealth.Classify(err); class == hosthealth.Transport || ctx.Err() != nil {
-		t.p.markFailed(t.host, class)
+	case ctx.Err() != nil:
+		// The caller gave up with COMMIT in flight: not the host's fault,
+		// and the outcome is unknown.
+		return &HostError{Kind: ErrCommitOutcomeUnknown, Addr: t.p.hosts[t.host].addr, Err: err}
+	case hosthealth.Classify(err) == hosthealth.Transport:
+		t.p.markFailed(t.host, hosthealth.Transport)
 		return &HostError{Kind: ErrCommitOutcomeUnknown, Addr: t.p.hosts[t.host].addr, Err: err}
 	}
-	return err
+	return err // the server answered: a serialization failure, a deferred constraint
+}
+
+// deadBeforeCommit reports why the transaction is certainly gone before
+// COMMIT is sent, or nil. The connection may have been closed by pgx (a
+// statement's context ended) or by the server while the transaction sat
+// idle; either way the server rolls the transaction back, and sending
+// COMMIT would only make its outcome look uncertain.
+func (t *tx) deadBeforeCommit() error {
+	pc := t.Tx.Conn().PgConn()
+	if t.callerGaveUp || pc.IsClosed() {
+		return errConnClosedBeforeCommit
+	}
+	if err := t.diedIdle(); err != nil {
+		t.p.markFailed(t.host, hosthealth.Transport)
+		return err
+	}
+	return nil
 }
 
 // diedIdle reports, before COMMIT is sent, whether the connection was
@@ -77,7 +99,7 @@ func (t *tx) Commit(ctx context.Context) error {
 // transaction sat idle. Then the transaction is certainly rolled back, and
 // sending COMMIT would only make its outcome look uncertain. The check is a
 // non-blocking peek; only when something is waiting does it read it.
-func (t *tx) diedIdle(ctx context.Context) error {
+func (t *tx) diedIdle() error {
 	pc := t.Tx.Conn().PgConn()
 	pk, _ := pc.CustomData()[peekKey].(*sockpeek.Peeker)
 	switch pk.Peek() {
@@ -89,11 +111,17 @@ func (t *tx) diedIdle(ctx context.Context) error {
 	return nil
 }
 
-// errConnClosedIdle is the cause given when a transaction's connection was
-// found closed before COMMIT.
-var errConnClosedIdle = errors.New("connection closed by the server while the transaction was idle")
+// Causes given when a transaction's connection was found dead before
+// COMMIT.
+var (
+	errConnClosedIdle         = errors.New("connection closed by the server while the transaction was idle")
+	errConnClosedBeforeCommit = errors.New("connection closed before COMMIT was sent")
+)
 
-func (t *tx) Rollback(ctx context.Context) error { return t.interrupted(t.Tx.Rollback(ctx)) }
+func (t *tx) Rollback(ctx context.Context) error {
+	t.finished = true
+	return t.interrupted(t.Tx.Rollback(ctx))
+}
 
 func (t *tx) Begin(ctx context.Context) (pgx.Tx, error) {
 	inner, err := t.Tx.Begin(ctx)
