@@ -49,7 +49,7 @@ func (br *batchResults) fresh() *pgx.Batch {
 
 type batchResults struct {
 	ctx    context.Context
-	batch  *pgx.Batch       // what the current attempt sent
+	batch  *pgx.Batch        // what the current attempt sent
 	queued []pgx.QueuedQuery // the batch as queued, for another attempt
 	call   call
 
