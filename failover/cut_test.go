@@ -8,6 +8,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -28,38 +29,15 @@ func startProxy(t *testing.T, n *pgtest.Node) *toxiproxy.Proxy {
 	return p
 }
 
-// cutWhenRunning waits until a statement containing marker is executing on n
-// (sleeping in pg_sleep, so it is past parsing and planning), then
-// cuts every connection through the proxy (as a network failure would) and
+// cutWhenRunning cuts every connection through the proxy, as a network
+// failure would, while the statement containing marker executes on n, and
 // lets new connections through again.
 func cutWhenRunning(t *testing.T, n *pgtest.Node, p *toxiproxy.Proxy, marker string) {
 	t.Helper()
-	ctx := testContext(t)
-	conn, err := n.Connect(ctx)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer conn.Close(ctx)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		var running bool
-		err := conn.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE wait_event = 'PgSleep' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`, marker).Scan(&running)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if running {
-			p.Stop()
-			if err := p.Start(); err != nil {
-				t.Error(err)
-			}
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Errorf("no statement with %q ever ran", marker)
+	whenExecuting(t, testContext(t), n, marker, func(*pgx.Conn, int32) error {
+		p.Stop()
+		return p.Start()
+	})
 }
 
 func TestNetworkCut(t *testing.T) {

@@ -33,10 +33,11 @@ func terminate(t *testing.T, ctx context.Context, n *pgtest.Node, pid uint32) {
 	}
 }
 
-// terminateWhenRunning waits until a statement containing marker is
-// executing (sleeping in pg_sleep, past parsing and planning)
-// running on n, then terminates its backend. It returns once done.
-func terminateWhenRunning(t *testing.T, ctx context.Context, n *pgtest.Node, marker string) {
+// whenExecuting waits until a statement containing marker is executing on
+// n (sleeping in pg_sleep, so past parsing and planning), then calls act
+// with a connection to n and the statement's backend pid. It reports
+// failures with t.Error, so it may run in its own goroutine.
+func whenExecuting(t *testing.T, ctx context.Context, n *pgtest.Node, marker string, act func(admin *pgx.Conn, pid int32) error) {
 	t.Helper()
 	conn, err := n.Connect(ctx)
 	if err != nil {
@@ -46,19 +47,32 @@ func terminateWhenRunning(t *testing.T, ctx context.Context, n *pgtest.Node, mar
 	defer conn.Close(ctx)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_stat_activity
-			WHERE wait_event = 'PgSleep' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`, marker).Scan(&n)
-		if err != nil {
-			t.Error(err)
+		var pid int32
+		err := conn.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE wait_event = 'PgSleep' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`, marker).Scan(&pid)
+		switch {
+		case err == nil:
+			if err := act(conn, pid); err != nil {
+				t.Error(err)
+			}
 			return
-		}
-		if n > 0 {
+		case !errors.Is(err, pgx.ErrNoRows):
+			t.Error(err)
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Errorf("no statement with %q ever ran", marker)
+}
+
+// terminateWhenRunning terminates the backend of the statement containing
+// marker while it executes, and waits until the backend is gone.
+func terminateWhenRunning(t *testing.T, ctx context.Context, n *pgtest.Node, marker string) {
+	t.Helper()
+	whenExecuting(t, ctx, n, marker, func(admin *pgx.Conn, pid int32) error {
+		_, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1, 10000)", pid)
+		return err
+	})
 }
 
 func TestReadSurvivesPromotion(t *testing.T) {
