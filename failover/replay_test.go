@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 	"github.com/pgfailover/pgfailover/internal/sqlclass"
 )
@@ -90,8 +91,17 @@ func TestReadSurvivesPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 	promoted := make(chan error, 1)
+	old := c.Primary().Addr()
 	go func() {
-		time.Sleep(300 * time.Millisecond) // the read below starts while no primary exists
+		// Promote only once the read below has found the primary gone.
+		deadline := time.Now().Add(30 * time.Second)
+		for pool.Stat().Hosts()[0].State != hosthealth.TransportError {
+			if time.Now().After(deadline) {
+				promoted <- fmt.Errorf("the read never reached %s", old)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		promoted <- c.Promote(ctx, c.Nodes()[1])
 	}()
 	var v int
