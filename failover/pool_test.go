@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
@@ -383,5 +384,33 @@ func ExampleNew() {
 	_, err = pool.Exec(ctx, "INSERT INTO events (kind) VALUES ($1)", "signup")
 	if errors.Is(err, failover.ErrNoHost) {
 		fmt.Println("no primary right now")
+	}
+}
+
+func TestZoneFromServerSetting(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 2, Zones: []string{"eu-1a", "eu-1b", "eu-1c"}})
+	local := c.Nodes()[2]
+
+	// Any role will do, so the host in the client's zone wins; each server
+	// advertises its zone with the pgfailover.zone setting.
+	pool := newPool(t, ctx, c.ConnString("target=any&zone=EU-1C"))
+	if got := serverPort(t, ctx, pool); got != local.Port() {
+		t.Fatalf("reads go to port %d, want %d in the client's zone", got, local.Port())
+	}
+	for _, h := range pool.Stat().Hosts() {
+		want := hosthealth.TierOther
+		if h.Addr == local.Addr() {
+			want = hosthealth.TierSame
+		}
+		if h.Tier != want {
+			t.Errorf("host %s (zone %q) is in tier %v, want %v", h.Addr, h.Zone, h.Tier, want)
+		}
+	}
+
+	// The primary target follows the primary wherever it is.
+	writes := newPool(t, ctx, c.ConnString("zone=eu-1c"))
+	if got := serverPort(t, ctx, writes); got != c.Primary().Port() {
+		t.Fatalf("writes go to port %d, want the primary's %d", got, c.Primary().Port())
 	}
 }
