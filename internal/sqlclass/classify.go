@@ -85,10 +85,9 @@ func Classify(sql string) Verdict {
 	return classify(sql, true)
 }
 
-// classify is Classify. With shortcuts false it never takes the fast
-// paths for words, punctuation, numbers and "(" in a statement body, and
-// lexes every token through lexToken and statement.feed instead; the
-// tests check that both ways agree.
+// classify is Classify. With shortcuts false it never uses
+// statement.skimBody, and lexes every token through lexToken and
+// statement.feed instead; the tests check that both ways agree.
 func classify(sql string, shortcuts bool) Verdict {
 	var (
 		st  statement
@@ -99,56 +98,22 @@ func classify(sql string, shortcuts bool) Verdict {
 		// in a body, with no two-word pattern under way.
 		fast = false
 	)
-	// The loop handles white space itself and, inside a statement body,
-	// ordinary words, punctuation, numbers and "(", as they make up most
-	// of a query. Everything else goes to lexToken.
+	// The loop skips white space itself. In a statement body, which is
+	// most of a query, skimBody lexes the text and hands on only the
+	// tokens that feed must see; elsewhere every token goes through
+	// lexToken and feed.
 	for i < len(s) {
-		c := s[i]
-		cls := charClass[c]
-		if cls&classSpace != 0 {
+		if charClass[s[i]]&classSpace != 0 {
 			for i++; i < len(s) && charClass[s[i]]&classSpace != 0; i++ {
 			}
 			continue
 		}
-		if fast {
-			switch {
-			case cls&classIdentStart != 0:
-				// A run of ordinary words, one space apart. A word that
-				// may matter (keywordHint) ends the run and is lexed below.
-				start, end := i, i
-				for {
-					j := wordEnd(s, i+1)
-					if keywordHint[s[i]]&lengthBit(j-i) != 0 {
-						break
-					}
-					start, end, i = i, j, j
-					if i+1 < len(s) && s[i] == ' ' && charClass[s[i+1]]&classIdentStart != 0 {
-						i++
-						continue
-					}
-					break
-				}
-				if end > start {
-					st.name = s[start:end] // in case a "(" follows: a call
-					continue
-				}
-			case cls&classPunct != 0:
-				i++
-				st.name = ""
-				continue
-			case cls&classDigit != 0:
-				i = numberEnd(s, i)
-				st.name = ""
-				continue
-			case c == '(':
-				i++
-				st.openParen()
-				continue
-			}
-		}
-
 		var t token
-		t, i = lexToken(s, i)
+		if fast {
+			t, i = st.skimBody(s, i)
+		} else {
+			t, i = lexToken(s, i)
+		}
 		switch t.kind {
 		case tokSkip:
 			continue
@@ -175,6 +140,165 @@ func classify(sql string, shortcuts bool) Verdict {
 		acc.add(st.verdict())
 	}
 	return acc.result()
+}
+
+// skimBody lexes a statement body from s[i] on, where no FOR or INTO is
+// pending (st.after is afterNothing), and handles itself every token that
+// cannot change that: white space, comments, punctuation, literals,
+// numbers, parameters, "(", quoted identifiers, and words other than
+// those of skimHint. It returns the first token that statement.feed must
+// see, with the index just past it; at the end of s, a tokSkip.
+//
+// The outcome is the same as feeding every token to statement.body, which
+// would make each ordinary word the name that a following "(" calls, and
+// clear the name at anything else but white space and comments. Most
+// bytes, though, are passed over by nextStop without being lexed, and the
+// name is only worked out where it is needed, at "(" and at a comment,
+// by looking back from there (nameBefore).
+func (st *statement) skimBody(s string, i int) (token, int) {
+	// The name as of s[i], which starts a token: s[from:to], or st.name
+	// while to < 0.
+	from, to := 0, -1
+	for {
+		p := nextStop(s, i)
+		if p >= len(s) {
+			return token{kind: tokSkip}, p
+		}
+		c := s[p]
+		switch {
+		case charClass[c]&classIdentStart != 0:
+			j := wordEnd(s, p+1)
+			if skimHint[c]&lengthBit(j-p) == 0 {
+				from, to, i = p, j, j
+				continue
+			}
+			if j > p+1 || j == len(s) || s[j] != '\'' && s[j] != '&' {
+				// A word that may matter: feed looks at it, and sets the
+				// name.
+				return token{kind: tokWord, text: s[p:j]}, j
+			}
+			// One letter and a quote or "&": perhaps E'...', U&'...' or
+			// U&"...", which lexToken tells apart below.
+		case charClass[c]&classDigit != 0:
+			from, to, i = 0, 0, numberEnd(s, p)
+			continue
+		case c == '(':
+			if from, to = nameBefore(s, i, p, from, to); to >= 0 {
+				st.name = s[from:to]
+			}
+			st.openParen()
+			from, to, i = 0, -1, p+1
+			continue
+		}
+		t, j := lexToken(s, p)
+		switch t.kind {
+		case tokSkip: // a comment: the name goes on
+			from, to = nameBefore(s, i, p, from, to)
+		case tokString, tokNumber, tokParam, tokOther, tokRParen:
+			from, to = 0, 0
+		case tokQIdent:
+			st.body(t) // the name, and perhaps pg_temp or a session view
+			from, to = 0, -1
+		default:
+			// A word, U&"...", ";" or an error: feed or classify sees
+			// to them, and neither needs the name.
+			return t, j
+		}
+		i = j
+	}
+}
+
+// nameBefore returns the name as of s[p], given that s[i] starts a token,
+// that the name was s[from:to] there (st.name if to < 0), and that s[i:p]
+// holds only what nextStop passes over. That is the last word before p if
+// nothing but white space follows it, no name (0, 0) if punctuation does,
+// and the name as of s[i] if s[i:p] is all white space.
+func nameBefore(s string, i, p, from, to int) (int, int) {
+	q := p
+	for q > i && charClass[s[q-1]]&classSpace != 0 {
+		q--
+	}
+	switch {
+	case q == i:
+		return from, to
+	case charClass[s[q-1]]&classIdentCont == 0:
+		return 0, 0
+	}
+	w := q - 1
+	for w > i && charClass[s[w-1]]&classIdentCont != 0 {
+		w--
+	}
+	return w, q
+}
+
+// Stop classes, for nextStop.
+const (
+	// The byte always needs a look: it may start a literal, a quoted
+	// identifier, a comment, a call, or the end of the statement.
+	stopAlways = 1 << iota
+	// The byte needs a look where a token starts with it, but not inside
+	// a word: it may start a word of skimHint, a number or a parameter.
+	stopAtStart
+)
+
+// stopClass holds the stop classes of each byte. stopAfter[c] holds those
+// that count for the byte after c: both after a byte that cannot be part
+// of a word, so that the next byte starts a token, and only stopAlways
+// after one that can.
+var stopClass, stopAfter = func() (class, after [256]uint8) {
+	for _, c := range []byte("'\"(-/;\x00") {
+		class[c] |= stopAlways
+	}
+	for c := 0; c < 256; c++ {
+		if skimHint[c] != 0 || charClass[c]&classDigit != 0 || c == '$' {
+			class[c] |= stopAtStart
+		}
+		after[c] = stopAlways
+		if charClass[c]&classIdentCont == 0 {
+			after[c] |= stopAtStart
+		}
+	}
+	return class, after
+}()
+
+// nextStop returns the index of the first byte from s[i] on that needs a
+// look (stopClass), or len(s); s[i] must start a token. The bytes before
+// it are white space, punctuation other than "(", and words whose first
+// letter starts no word of skimHint. Each costs three loads (the byte,
+// its stop classes, and the classes that count after it) and one test;
+// nothing else is remembered from one byte to the next. Eight bytes are
+// taken at a time as one slice, whose bounds are checked once.
+func nextStop(s string, i int) int {
+	mask := uint8(stopAlways | stopAtStart) // s[i] starts a token
+	for ; i+8 <= len(s); i += 8 {
+		w := s[i : i+8]
+		switch {
+		case stopClass[w[0]]&mask != 0:
+			return i
+		case stopClass[w[1]]&stopAfter[w[0]] != 0:
+			return i + 1
+		case stopClass[w[2]]&stopAfter[w[1]] != 0:
+			return i + 2
+		case stopClass[w[3]]&stopAfter[w[2]] != 0:
+			return i + 3
+		case stopClass[w[4]]&stopAfter[w[3]] != 0:
+			return i + 4
+		case stopClass[w[5]]&stopAfter[w[4]] != 0:
+			return i + 5
+		case stopClass[w[6]]&stopAfter[w[5]] != 0:
+			return i + 6
+		case stopClass[w[7]]&stopAfter[w[6]] != 0:
+			return i + 7
+		}
+		mask = stopAfter[w[7]]
+	}
+	for ; i < len(s); i++ {
+		if stopClass[s[i]]&mask != 0 {
+			break
+		}
+		mask = stopAfter[s[i]]
+	}
+	return i
 }
 
 // combined folds the verdicts of the statements in one text.
@@ -538,10 +662,28 @@ var bodyWords = [...]struct {
 //
 // The one-letter words e and u are marked too: followed by a quote they
 // start E'...', U&'...' or U&"...", which the lexer must see.
-var keywordHint = func() (h [256]uint32) {
+var keywordHint = hintTable(func(bodyWord) bool { return true })
+
+// skimHint is keywordHint for the words that matter even where no FOR or
+// INTO comes just before them, as in statement.skimBody. NO, KEY, SHARE,
+// TEMP, TEMPORARY, GLOBAL and LOCAL only matter after one of those two,
+// and are ordinary words anywhere else.
+var skimHint = hintTable(func(k bodyWord) bool {
+	switch k {
+	case wordNo, wordKey, wordShare, wordTemp, wordGlobalLocal:
+		return false
+	}
+	return true
+})
+
+// hintTable builds a table like keywordHint for the words of bodyWords
+// whose kind keep accepts.
+func hintTable(keep func(bodyWord) bool) (h [256]uint32) {
 	for _, w := range bodyWords {
-		h[w.word[0]] |= lengthBit(len(w.word))
-		h[w.word[0]-'a'+'A'] |= lengthBit(len(w.word))
+		if keep(w.kind) {
+			h[w.word[0]] |= lengthBit(len(w.word))
+			h[w.word[0]-'a'+'A'] |= lengthBit(len(w.word))
+		}
 	}
 	for n := len("pg_temp_0"); n < 32; n++ { // pg_temp_NNN
 		h['p'] |= lengthBit(n)
@@ -551,7 +693,7 @@ var keywordHint = func() (h [256]uint32) {
 		h[c] |= lengthBit(1)
 	}
 	return h
-}()
+}
 
 // lengthBit maps a word length to one of 32 bits; lengths 32 apart share
 // a bit.

@@ -181,6 +181,56 @@ func TestDeniedTable(t *testing.T) {
 	}
 }
 
+// TestSkimBody puts calls and near-calls after every kind of token that
+// statement.skimBody handles or hands on, with white space and comments
+// in between, and checks that it agrees with lexing every token. It looks
+// back from "(" to find the name, so what comes before the name matters.
+func TestSkimBody(t *testing.T) {
+	heads := []string{"select ", "SELECT a, ", "select * from t where ", "with x as (select ", "select ("}
+	before := []string{"", "1", "1.5", "1e5", "$1", "'a'", "e'a'", "x'1'", `"q"`, "/* c */", "-- c\n", ")",
+		",", "-", "/", "a ", "a, ", "t.", "into ", "for ", "no ", "limit ", "$x$ $x$", "1into ", "a$ "}
+	names := []string{"nextval", "NEXTVAL", "x.nextval", "pg_advisory_lock", "setval", "f", "dblink_exec", "currval", `"setval"`}
+	between := []string{"", " ", "/* c */", " /* c */ ", "-- c\n", "\n", "\t", " /**/ /**/ ", ",", "-", ")"}
+	for _, head := range heads {
+		for _, b := range before {
+			for _, name := range names {
+				for _, w := range between {
+					for _, sql := range []string{
+						head + b + name + w + "('s')",
+						head + b + w + name + w + "(1) " + b,
+					} {
+						if fast, slow := classify(sql, true), classify(sql, false); fast != slow {
+							t.Errorf("Classify(%q) = %+v with skimBody, %+v without", sql, fast, slow)
+						}
+					}
+				}
+			}
+		}
+	}
+	for sql, want := range map[string]bool{
+		"SELECT nextval /* c */ ('s')":      false,
+		"SELECT nextval -- c\n('s')":        false,
+		"SELECT 1nextval('s')":              false, // a number, then a word
+		"SELECT $1nextval('s')":             false,
+		"SELECT 'x'nextval('s')":            false,
+		"SELECT nextval, ('s')":             true,
+		"SELECT nextval) ('s')":             true,
+		"SELECT x.nextval ('s')":            false,
+		"SELECT nextval$('s')":              true, // another name
+		"SELECT a FROM t WHERE no AND key":  true,
+		"SELECT a FROM t FOR NO KEY UPDATE": false,
+		"SELECT temp, local, global FROM t": true,
+		"SELECT * INTO LOCAL TEMP x FROM t": false,
+		"SELECT * FROM pg_temp.t":           false,
+		"SELECT limit1, share FROM delete1": true,
+		"SELECT a = e'\\' x":                false, // the E string does not end
+	} {
+		if got := ReplaySafe(sql); got != want {
+			t.Errorf("ReplaySafe(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
 // TestAppendedStatement checks statement splitting after every corpus
 // entry that is replay-safe: anything after a new line and ";" is a
 // second statement.

@@ -253,9 +253,27 @@ func oracleTokens(sql string) (toks []string, ok bool) {
 			rest = rest[k:]
 
 		case isDigit(c):
+			// Digits, a fraction and an exponent, as the server's scanner
+			// reads a number: to a server that accepts it at all,
+			// "0e0$x$ $x$" is a number and a dollar quote.
 			k := 1
 			for k < len(rest) && isDigit(rest[k]) {
 				k++
+			}
+			if k < len(rest) && rest[k] == '.' {
+				k++
+				for k < len(rest) && isDigit(rest[k]) {
+					k++
+				}
+			}
+			if e := k + 1; k < len(rest) && (rest[k] == 'e' || rest[k] == 'E') {
+				if e < len(rest) && (rest[e] == '+' || rest[e] == '-') {
+					e++
+				}
+				if e < len(rest) && isDigit(rest[e]) {
+					for k = e; k < len(rest) && isDigit(rest[k]); k++ {
+					}
+				}
 			}
 			toks = append(toks, "0")
 			rest = rest[k:]

@@ -47,7 +47,6 @@ const (
 	classIdentCont              // may continue an identifier (includes '$')
 	classTagCont                // may continue a dollar-quote tag (no '$')
 	classDigit
-	classPunct // a one-byte token that never starts a comment, literal or call
 )
 
 var charClass = func() (t [256]uint8) {
@@ -65,16 +64,14 @@ var charClass = func() (t [256]uint8) {
 		}
 	}
 	t['$'] |= classIdentCont
-	for _, c := range []byte(",.=<>*+:[]!@#%^&|~?{}`\\)") {
-		t[c] |= classPunct
-	}
 	return t
 }()
 
 // lexToken lexes the token that starts at s[i], which is not white space,
 // and returns it with the index just past it. Comments come back as
-// tokSkip. Classify lexes plain words and white space itself, in its own
-// loop, and calls lexToken for everything else.
+// tokSkip. Classify skips white space itself, and in a statement body
+// passes over most words and punctuation without lexing them (see
+// statement.skimBody); everything else is lexed here.
 func lexToken(s string, i int) (token, int) {
 	c := s[i]
 	switch {
