@@ -366,6 +366,9 @@ func (s *hostSet) clear() {
 // database setting is the application's own choice: the error is then an
 // ordinary one, returned as is, and the host keeps its connections.
 func explainRefusal(ctx context.Context, conn *pgxpool.Conn, err error) error {
+	if err == nil {
+		return nil // before anything escapes: the happy path allocates nothing here
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "25006" || conn.Conn().PgConn().TxStatus() != 'I' {
 		return err
