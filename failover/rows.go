@@ -94,10 +94,11 @@ func (r *row) Scan(dest ...any) error {
 }
 
 // Query runs a query and returns its rows. Close the rows (or read them to
-// the end) to give the connection back. The query moves to another host
-// only before its first row reaches the caller, under the same rules as
-// Exec; once a row has been delivered, a failure ends the rows with an
-// error and rows from another execution are never added.
+// the end) to give the connection back. Before its first row reaches the
+// caller, a replay-safe read moves to another host after any failover
+// event, and any other statement only when it provably did not run. Once a
+// row has been delivered, a failure ends the rows with an error, and rows
+// from another execution are never added.
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	r := &rows{ctx: ctx, sql: sql, args: args, call: p.newCall(ctx)}
 	if err := r.start(); err != nil {
