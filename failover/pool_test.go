@@ -77,15 +77,47 @@ func serverPort(t *testing.T, ctx context.Context, pool *failover.Pool) int {
 	return port
 }
 
-// writer inserts increasing ids through the pool until stopped, and keeps
-// the outcome of every write.
+// writer inserts increasing ids through the pool from several goroutines
+// until stopped, and keeps the outcome of every write.
 type writer struct {
-	pool   *failover.Pool
-	next   atomic.Int64
+	pool     *failover.Pool
+	next     atomic.Int64
+	stopOnce sync.Once
+	stopped  chan struct{}
+	wg       sync.WaitGroup
+
 	mu     sync.Mutex // guards the fields below
 	acked  []int64
 	errs   []error
 	lastOK time.Time
+}
+
+// startWriters creates the table writes and starts n writers on it. They
+// stop at the end of the test at the latest.
+func startWriters(t *testing.T, ctx context.Context, pool *failover.Pool, n int) *writer {
+	t.Helper()
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	w := &writer{pool: pool, stopped: make(chan struct{})}
+	for range n {
+		w.wg.Go(func() { w.run(ctx, w.stopped) })
+	}
+	t.Cleanup(w.stop)
+	return w
+}
+
+// stop stops the writers and waits for them.
+func (w *writer) stop() {
+	w.stopOnce.Do(func() { close(w.stopped) })
+	w.wg.Wait()
+}
+
+// errCount is how many writes have failed so far.
+func (w *writer) errCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.errs)
 }
 
 func (w *writer) run(ctx context.Context, stop <-chan struct{}) {
@@ -118,17 +150,7 @@ func TestWritesFollowPrimaryThroughFailover(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4"))
-	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
-		t.Fatal(err)
-	}
-
-	w := &writer{pool: pool}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() { w.run(ctx, stop) })
-	}
-	defer func() { close(stop); wg.Wait() }()
+	w := startWriters(t, ctx, pool, 3)
 	waitUntil(t, 30*time.Second, "writes before the failover", func() bool { return w.okCount() >= 50 })
 
 	promoted := c.Nodes()[1]
@@ -141,9 +163,7 @@ func TestWritesFollowPrimaryThroughFailover(t *testing.T) {
 		t.Fatalf("pool writes to port %d, want the new primary's %d", got, promoted.Port())
 	}
 
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{})
+	w.stop()
 
 	// With synchronous replication, every acknowledged write survives the
 	// promotion, exactly once.
@@ -173,31 +193,18 @@ func TestSwitchoverLeavesNoStaleConnections(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4"))
-	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
-		t.Fatal(err)
-	}
-	w := &writer{pool: pool}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() { w.run(ctx, stop) })
-	}
+	w := startWriters(t, ctx, pool, 3)
 	waitUntil(t, 30*time.Second, "writes before the switchover", func() bool { return w.okCount() >= 50 })
 
 	old, next := c.Primary(), c.Nodes()[1]
 	if err := c.Switchover(ctx, next); err != nil {
-		close(stop)
-		wg.Wait()
 		t.Fatal(err)
 	}
 	// The new primary accepts writes and the old one is a standby now.
-	w.mu.Lock()
-	errsAtSwitch := len(w.errs)
-	w.mu.Unlock()
+	errsAtSwitch := w.errCount()
 	before := w.okCount()
 	waitUntil(t, 30*time.Second, "writes after the switchover", func() bool { return w.okCount() >= before+100 })
-	close(stop)
-	wg.Wait()
+	w.stop()
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -210,7 +217,7 @@ func TestSwitchoverLeavesNoStaleConnections(t *testing.T) {
 	if got := serverPort(t, ctx, pool); got != next.Port() {
 		t.Fatalf("pool writes to port %d, want the new primary's %d (old primary %d)", got, next.Port(), old.Port())
 	}
-	t.Logf("%d writes acknowledged; %d failed, %d of them during the switchover", len(w.acked), len(w.errs), len(w.errs)-errsAtSwitch)
+	t.Logf("%d writes acknowledged; %d failed during the switchover, %d after it", len(w.acked), errsAtSwitch, len(w.errs)-errsAtSwitch)
 }
 
 func TestNewWhenAllHostsAreDown(t *testing.T) {
