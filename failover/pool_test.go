@@ -421,3 +421,48 @@ func TestZoneFromServerSetting(t *testing.T) {
 		t.Fatalf("writes go to port %d, want the primary's %d", got, c.Primary().Port())
 	}
 }
+
+func TestTargets(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	primary, replica := c.Nodes()[0], c.Nodes()[1]
+	for _, tc := range []struct {
+		params string
+		want   *pgtest.Node
+	}{
+		{"", primary},
+		{"target_session_attrs=read-write", primary},
+		{"target=primary", primary},
+		{"target_session_attrs=read-only", replica},
+		{"target=replica", replica},
+		{"target_session_attrs=prefer-standby", replica},
+		{"target=any", primary}, // both qualify: connection-string order decides
+	} {
+		pool := newPool(t, ctx, c.ConnString(tc.params))
+		if got := serverPort(t, ctx, pool); got != tc.want.Port() {
+			t.Errorf("%q: queries go to port %d, want %s", tc.params, got, tc.want)
+		}
+		pool.Close()
+	}
+}
+
+func TestClosedPool(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	pool, err := failover.New(ctx, c.ConnString(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	pool.Close() // idempotent
+	if _, err := pool.Exec(ctx, "SELECT 1"); !errors.Is(err, failover.ErrClosed) {
+		t.Errorf("Exec on a closed pool: %v", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&n); !errors.Is(err, failover.ErrClosed) {
+		t.Errorf("QueryRow on a closed pool: %v", err)
+	}
+	if _, err := pool.Begin(ctx); !errors.Is(err, failover.ErrClosed) {
+		t.Errorf("Begin on a closed pool: %v", err)
+	}
+}
