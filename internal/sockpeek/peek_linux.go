@@ -4,10 +4,10 @@ package sockpeek
 
 import "syscall"
 
-// peekFD runs inside RawConn.Read. It returns true so that the runtime never
-// parks the goroutine waiting for the socket to become readable: the peek must
-// not block.
-func (p *Peeker) peekFD(fd uintptr) bool {
+// peekFD runs inside RawConn.Control, on a socket the runtime keeps open
+// for the duration of the call. MSG_DONTWAIT keeps it from blocking and
+// MSG_PEEK leaves what it finds for the connection's real reader.
+func (p *Peeker) peekFD(fd uintptr) {
 	n, _, err := syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	switch {
 	case err == syscall.EAGAIN || err == syscall.EINTR:
@@ -19,5 +19,4 @@ func (p *Peeker) peekFD(fd uintptr) bool {
 	default:
 		p.res = Pending
 	}
-	return true
 }

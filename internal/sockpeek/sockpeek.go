@@ -39,7 +39,7 @@ func (r Result) String() string {
 // concurrent use; a pooled connection has one user at a time.
 type Peeker struct {
 	rc   syscall.RawConn
-	read func(fd uintptr) bool
+	peek func(fd uintptr)
 	res  Result
 	buf  [1]byte
 }
@@ -59,17 +59,20 @@ func New(c net.Conn) *Peeker {
 		return nil
 	}
 	p := &Peeker{rc: rc}
-	p.read = p.peekFD
+	p.peek = p.peekFD
 	return p
 }
 
 // Peek reports what is waiting in the socket. A nil Peeker reports
-// Unsupported.
+// Unsupported. It never blocks: it goes through RawConn.Control, not
+// RawConn.Read, because another goroutine may hold the socket's read lock
+// (pgconn keeps a background read pending on some idle connections), and
+// RawConn.Read would wait for it.
 func (p *Peeker) Peek() Result {
 	if p == nil {
 		return Unsupported
 	}
-	if err := p.rc.Read(p.read); err != nil {
+	if err := p.rc.Control(p.peek); err != nil {
 		return Closed
 	}
 	return p.res

@@ -118,3 +118,36 @@ func BenchmarkPeek(b *testing.B) {
 		}
 	}
 }
+
+// TestPeekWhileAnotherGoroutineReads checks that Peek never waits for a
+// read that is pending on the same connection (pgconn can leave one
+// running on an idle connection).
+func TestPeekWhileAnotherGoroutineReads(t *testing.T) {
+	client, server := pair(t)
+	p := New(client)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		buf := make([]byte, 1)
+		client.Read(buf)
+	}()
+	peeked := make(chan struct{})
+	go func() {
+		defer close(peeked)
+		// Keep peeking for a while, so that most peeks run while the read
+		// is pending.
+		for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+			if got := p.Peek(); got != Empty {
+				t.Errorf("Peek() = %v with nothing sent", got)
+				return
+			}
+		}
+	}()
+	select {
+	case <-peeked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Peek blocked behind a pending read")
+	}
+	server.Write([]byte("x"))
+	<-readDone
+}
