@@ -17,7 +17,6 @@ const peekKey = "pgfailover.peek"
 
 // hostPool is the pgxpool of one host.
 type hostPool struct {
-	index int
 	addr  string
 	pool  *pgxpool.Pool
 	probe prober // the host's background probe connection
@@ -28,7 +27,7 @@ type hostPool struct {
 // server's role, and every acquire checks that the connection has not been
 // killed while it sat idle.
 func (p *Pool) newHostPool(ctx context.Context, i int) (*hostPool, error) {
-	h := &hostPool{index: i, addr: p.cfg.Hosts[i].Addr()}
+	h := &hostPool{addr: p.cfg.Hosts[i].Addr()}
 	cfg := p.cfg.hostPoolConfig(i)
 	h.probe.config = cfg.ConnConfig.Copy()
 	h.probe.beforeConnect = cfg.BeforeConnect
@@ -54,8 +53,13 @@ func (p *Pool) newHostPool(ctx context.Context, i int) (*hostPool, error) {
 		return nil
 	}
 
+	// Our PrepareConn takes the place of the user's hooks, so it calls
+	// them: PrepareConn, or else the deprecated BeforeAcquire, which
+	// pgxpool would otherwise have honoured.
 	userPrepare := cfg.PrepareConn
+	//lint:ignore SA1019 a user's BeforeAcquire must keep working
 	if userPrepare == nil && cfg.BeforeAcquire != nil {
+		//lint:ignore SA1019 a user's BeforeAcquire must keep working
 		before := cfg.BeforeAcquire
 		userPrepare = func(ctx context.Context, conn *pgx.Conn) (bool, error) { return before(ctx, conn), nil }
 	}

@@ -3,7 +3,6 @@ package failover
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -27,7 +26,6 @@ type Pool struct {
 	tracker   *hosthealth.Tracker
 	hosts     []*hostPool
 	telemetry *telemetry
-	logger    *slog.Logger
 
 	closed    atomic.Bool
 	life      context.Context // ends at Close: stops the probes and any backoff wait
@@ -66,7 +64,6 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		cfg:       cfg,
 		tracker:   hosthealth.NewTracker(hosts, hosthealth.Options{Target: cfg.Target, Zone: cfg.Zone}),
 		telemetry: tel,
-		logger:    cfg.Logger,
 	}
 	p.life, p.stop = context.WithCancel(context.Background())
 	for i := range cfg.Hosts {

@@ -90,7 +90,7 @@ func (t *telemetry) failed(ctx context.Context)   { t.failedCount.Add(ctx, 1) }
 // logChange logs a host's change of state or role. Changes are rare, so
 // they need no rate limit; a host failing the same way again logs nothing.
 func (p *Pool) logChange(before, after hosthealth.HostStatus, err error) {
-	if p.logger == nil || (before.State == after.State && before.Role == after.Role) {
+	if p.cfg.Logger == nil || (before.State == after.State && before.Role == after.Role) {
 		return
 	}
 	attrs := []any{
@@ -104,5 +104,5 @@ func (p *Pool) logChange(before, after hosthealth.HostStatus, err error) {
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
-	p.logger.Log(context.Background(), level, "pgfailover: host changed", attrs...)
+	p.cfg.Logger.Log(context.Background(), level, "pgfailover: host changed", attrs...)
 }

@@ -45,7 +45,12 @@ func (t *tx) interrupted(err error) error {
 		return err
 	}
 	t.p.markFailed(t.host, hosthealth.Transport)
-	return &HostError{Kind: ErrTxInterrupted, Addr: t.p.hosts[t.host].addr, Err: err}
+	return t.hostError(ErrTxInterrupted, err)
+}
+
+// hostError names the transaction's host in an error of the given kind.
+func (t *tx) hostError(kind, err error) error {
+	return &HostError{Kind: kind, Addr: t.p.hosts[t.host].addr, Err: err}
 }
 
 func (t *tx) Commit(ctx context.Context) error {
@@ -58,7 +63,7 @@ func (t *tx) Commit(ctx context.Context) error {
 	}
 	if err := t.deadBeforeCommit(); err != nil {
 		t.Tx.Rollback(ctx) // gives the broken connection back to be destroyed
-		return &HostError{Kind: ErrTxInterrupted, Addr: t.p.hosts[t.host].addr, Err: err}
+		return t.hostError(ErrTxInterrupted, err)
 	}
 	err := t.Tx.Commit(ctx)
 	switch {
@@ -69,10 +74,10 @@ func (t *tx) Commit(ctx context.Context) error {
 	case ctx.Err() != nil:
 		// The caller gave up with COMMIT in flight: not the host's fault,
 		// and the outcome is unknown.
-		return &HostError{Kind: ErrCommitOutcomeUnknown, Addr: t.p.hosts[t.host].addr, Err: err}
+		return t.hostError(ErrCommitOutcomeUnknown, err)
 	case hosthealth.Classify(err) == hosthealth.Transport:
 		t.p.markFailed(t.host, hosthealth.Transport)
-		return &HostError{Kind: ErrCommitOutcomeUnknown, Addr: t.p.hosts[t.host].addr, Err: err}
+		return t.hostError(ErrCommitOutcomeUnknown, err)
 	}
 	return err // the server answered: a serialization failure, a deferred constraint
 }
@@ -106,7 +111,12 @@ func (t *tx) diedIdle() error {
 	case sockpeek.Closed:
 		return errConnClosedIdle
 	case sockpeek.Pending:
+		// CheckConn only reads what is already waiting (for at most 1ms);
+		// Ping, its suggested replacement, would send a statement on a
+		// connection that may be dead.
+		//lint:ignore SA1019 Ping would send; only what is waiting may be read here
 		return pc.CheckConn()
+
 	}
 	return nil
 }
