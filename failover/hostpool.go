@@ -2,6 +2,8 @@ package failover
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,31 +17,36 @@ import (
 // per-connection CustomData.
 const peekKey = "pgfailover.peek"
 
-// hostPool is the pgxpool of one host.
+// hostPool is the pgxpool of one host, and its probe.
 type hostPool struct {
 	addr  string
 	pool  *pgxpool.Pool
-	probe prober // the host's background probe connection
+	probe prober // used only by the host's probe loop (and NewWithConfig's first probe)
+
+	stopProbe context.CancelFunc // ends the probe loop; nil until it starts
+	probeDone chan struct{}      // closed when the probe loop has returned
+	retired   atomic.Bool        // the host left the topology; its pool drains
 }
 
-// newHostPool builds host i's pgxpool. No connection is made here (unless
-// the user asked for pool_min_conns); every new connection checks the
-// server's role, and every acquire checks that the connection has not been
-// killed while it sat idle.
-func (p *Pool) newHostPool(ctx context.Context, i int) (*hostPool, error) {
-	h := &hostPool{addr: p.cfg.Hosts[i].Addr()}
-	cfg := p.cfg.hostPoolConfig(i)
-	h.probe.config = cfg.ConnConfig.Copy()
-	h.probe.beforeConnect = cfg.BeforeConnect
+// newHostPool builds the pgxpool of host h. No connection is made here
+// (unless the user asked for pool_min_conns, which pgxpool opens in the
+// background); every new connection checks the server's role, and every
+// acquire checks that the connection has not been killed while it sat
+// idle.
+func (p *Pool) newHostPool(h Host) (*hostPool, error) {
+	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{})}
+	cfg := p.cfg.hostPoolConfig(h)
+	hp.probe.config = cfg.ConnConfig.Copy()
+	hp.probe.beforeConnect = cfg.BeforeConnect
 
 	cfg.ConnConfig.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 		role, err := serverRole(ctx, conn)
 		if err != nil {
 			return err
 		}
-		p.tracker.ObserveConnect(i, role)
+		p.observeRole(hp, role)
 		if !p.cfg.Target.Accepts(role) {
-			return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: p.cfg.Target}
+			return &hosthealth.RoleError{Addr: hp.addr, Role: role, Target: p.cfg.Target}
 		}
 		return nil
 	}
@@ -64,7 +71,7 @@ func (p *Pool) newHostPool(ctx context.Context, i int) (*hostPool, error) {
 		userPrepare = func(ctx context.Context, conn *pgx.Conn) (bool, error) { return before(ctx, conn), nil }
 	}
 	cfg.PrepareConn = func(ctx context.Context, conn *pgx.Conn) (bool, error) {
-		if !p.usable(i, conn) {
+		if !p.usable(hp, conn) {
 			// Destroyed; pgxpool tries another connection or dials anew.
 			return false, nil
 		}
@@ -74,21 +81,23 @@ func (p *Pool) newHostPool(ctx context.Context, i int) (*hostPool, error) {
 		return true, nil
 	}
 
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	// The context only matters with pool_min_conns, whose connections
+	// pgxpool opens in the background for as long as the pool lives.
+	pool, err := pgxpool.NewWithConfig(p.life, cfg)
 	if err != nil {
-		return nil, &HostError{Addr: h.addr, Err: err}
+		return nil, &HostError{Addr: hp.addr, Err: err}
 	}
-	h.pool = pool
-	return h, nil
+	hp.pool = pool
+	return hp, nil
 }
 
-// usable reports whether an idle connection of host i may be handed out.
+// usable reports whether an idle connection of host h may be handed out.
 // It runs on every acquire, so it does no I/O beyond one non-blocking peek
 // at the socket: anything already waiting on an idle connection (a FATAL
 // from a shutdown, an end-of-file, a role change after a promotion) means
 // its state is uncertain, so it is discarded before a statement is sent on
 // it.
-func (p *Pool) usable(i int, conn *pgx.Conn) bool {
+func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 	pc := conn.PgConn()
 	if pk, _ := pc.CustomData()[peekKey].(*sockpeek.Peeker); pk != nil {
 		switch pk.Peek() {
@@ -96,47 +105,56 @@ func (p *Pool) usable(i int, conn *pgx.Conn) bool {
 			return false
 		}
 	}
-	if pc.ParameterStatus("in_hot_standby") == "on" && !p.cfg.Target.Accepts(hosthealth.RoleReplica) {
-		// The server was demoted while this connection was open.
-		p.markFailed(i, hosthealth.Topology)
+	if role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby")); role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
+		// The server's role changed while this connection was open.
+		p.observeRole(h, role)
 		return false
 	}
 	return true
 }
 
-// markFailed records a failover event on host i. A host found in the wrong
-// role loses its pooled connections so that no caller keeps writing to a
-// demoted primary.
-func (p *Pool) markFailed(i int, class hosthealth.Class) {
-	p.tracker.ObserveFailure(i, class)
-	if class == hosthealth.Topology {
-		p.hosts[i].pool.Reset()
+// observeRole records the role the server at h reported. When the target
+// does not accept it and the host was not already known in that role, h
+// loses its pooled connections, so that no caller keeps writing to a
+// demoted primary. Doing so only on the change keeps pool_min_conns from
+// reconnecting to a replica over and over.
+func (p *Pool) observeRole(h *hostPool, role hosthealth.Role) {
+	s := p.tracker.Snapshot()
+	was := hosthealth.RoleUnknown
+	if i, ok := s.Lookup(h.addr); ok {
+		was = s.Host(i).Role
 	}
+	p.tracker.ObserveConnect(h.addr, role)
+	if role != was && !p.cfg.Target.Accepts(role) {
+		h.pool.Reset()
+	}
+}
+
+// markFailed records a failover event of class on host h. A write refused
+// by a read-only server makes the host a replica for the ranking, and
+// closes its pooled connections. A role stated by the server when
+// connecting was recorded then.
+func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
+	if class == hosthealth.Topology {
+		if _, ok := errors.AsType[*hosthealth.RoleError](err); ok {
+			return
+		}
+		p.observeRole(h, hosthealth.RoleReplica)
+		return
+	}
+	p.tracker.ObserveFailure(h.addr, class)
 }
 
 // serverRole reads the role of the server at the other end of conn: from
 // the in_hot_standby parameter the server reports (PostgreSQL 14 and
 // later), else by asking.
 func serverRole(ctx context.Context, conn *pgconn.PgConn) (hosthealth.Role, error) {
-	switch conn.ParameterStatus("in_hot_standby") {
-	case "on":
-		return hosthealth.RoleReplica, nil
-	case "off":
-		return hosthealth.RolePrimary, nil
+	if role := hosthealth.ReportedRole(conn.ParameterStatus("in_hot_standby")); role != hosthealth.RoleUnknown {
+		return role, nil
 	}
 	res := conn.ExecParams(ctx, "SELECT pg_is_in_recovery()", nil, nil, nil, nil).Read()
 	if res.Err != nil {
 		return hosthealth.RoleUnknown, res.Err
 	}
-	if len(res.Rows) == 1 && len(res.Rows[0]) == 1 && string(res.Rows[0][0]) == "t" {
-		return hosthealth.RoleReplica, nil
-	}
-	return hosthealth.RolePrimary, nil
-}
-
-func (h *hostPool) close() {
-	h.probe.close()
-	if h.pool != nil {
-		h.pool.Close()
-	}
+	return hosthealth.RecoveryRole(len(res.Rows) == 1 && len(res.Rows[0]) == 1 && string(res.Rows[0][0]) == "t"), nil
 }

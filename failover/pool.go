@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Pool is a connection pool over every host of a multi-host connection
@@ -23,15 +25,33 @@ import (
 // A Pool is safe for concurrent use.
 type Pool struct {
 	cfg       *Config
+	clock     clock.Clock
 	tracker   *hosthealth.Tracker
-	hosts     []*hostPool
 	telemetry *telemetry
 
+	// hosts is the host table: one pool per host, by address. It is
+	// replaced, never modified, by setHosts; callers read it lock-free.
+	hosts atomic.Pointer[hostTable]
+	// topoMu serializes changes to the host set and guards sourced. No I/O
+	// while held: creating a host's pgxpool connects nothing.
+	topoMu  sync.Mutex
+	sourced []topology.Member // the topology source's last report
+
+	// waiting counts calls waiting for a usable host. While it is above
+	// zero the probes ask every few milliseconds.
+	waiting atomic.Int32
+	// wake is closed, and replaced, when the first call starts waiting,
+	// so that the probes ask at once instead of at their next tick.
+	wake atomic.Pointer[chan struct{}]
+	// lastWrite is the clock reading (Unix nanoseconds) when a call that
+	// may have written last succeeded.
+	lastWrite atomic.Int64
+
 	closed    atomic.Bool
-	life      context.Context // ends at Close: stops the probes and any backoff wait
+	life      context.Context // ends at Close: stops the probes, the topology watch and any wait
 	stop      context.CancelFunc
 	closeOnce sync.Once
-	probes    sync.WaitGroup
+	bg        sync.WaitGroup // probes, drains of removed hosts, the topology watch
 }
 
 // New creates a Pool from a connection string. See ParseConfig for the keys.
@@ -44,9 +64,11 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 }
 
 // NewWithConfig creates a Pool from a Config made by ParseConfig. It probes
-// every host in parallel, each within connect_timeout, and fails with one
-// error listing every host's outcome when no host satisfies the target.
-// The Pool keeps probing every host in the background until Close.
+// every host of the connection string in parallel, each within
+// connect_timeout, and fails with one error listing every host's outcome
+// when none is reachable in a role the target accepts. The Pool keeps
+// probing every host in the background until Close, and follows
+// Config.Topology, when set, for hosts that come and go.
 func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if cfg == nil || !cfg.createdByParseConfig {
 		return nil, errors.New("pgfailover: the Config must be created by ParseConfig")
@@ -56,50 +78,55 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosts := make([]hosthealth.Host, len(cfg.Hosts))
-	for i, h := range cfg.Hosts {
-		hosts[i] = hosthealth.Host{Addr: h.Addr(), Zone: h.Zone}
-	}
 	p := &Pool{
 		cfg:       cfg,
-		tracker:   hosthealth.NewTracker(hosts, hosthealth.Options{Target: cfg.Target, Zone: cfg.Zone}),
+		clock:     cfg.clock,
 		telemetry: tel,
 	}
-	p.life, p.stop = context.WithCancel(context.Background())
-	for i := range cfg.Hosts {
-		hp, err := p.newHostPool(ctx, i)
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		p.hosts = append(p.hosts, hp)
+	if p.clock == nil {
+		p.clock = clock.Real()
 	}
+	p.tracker = hosthealth.NewTracker(nil, hosthealth.Options{Zone: cfg.Zone, Now: p.clock.Now})
+	p.hosts.Store(&hostTable{})
+	wake := make(chan struct{})
+	p.wake.Store(&wake)
+	p.life, p.stop = context.WithCancel(context.Background())
+
+	p.setHosts(nil, false)
 	if err := p.probeAll(ctx); err != nil {
 		p.Close()
 		return nil, err
 	}
-	p.startProbes()
+	for _, h := range p.hosts.Load().list {
+		p.startProbe(h)
+	}
+	if src := cfg.Topology; src != nil {
+		p.bg.Go(func() { p.watch(src) })
+	}
 	return p, nil
 }
 
-// Close stops the background probes and closes every host's pool. It waits
-// for connections in use to be released, like pgxpool.Pool.Close. It is safe
-// to call more than once.
+// Close stops the background probes and the topology watch, and closes
+// every host's pool. It waits for connections in use to be released, like
+// pgxpool.Pool.Close. It is safe to call more than once.
 func (p *Pool) Close() {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
 		p.stop()
-		p.probes.Wait()
-		for _, h := range p.hosts {
-			h.close()
+		p.topoMu.Lock() // no host is added once closed is set and this is held
+		hosts := p.hosts.Load().list
+		p.topoMu.Unlock()
+		for _, h := range hosts {
+			h.pool.Close()
 		}
+		p.bg.Wait()
 	})
 }
 
 // Reset closes every connection of every host: idle ones at once, those in
 // use when they are released.
 func (p *Pool) Reset() {
-	for _, h := range p.hosts {
+	for _, h := range p.hosts.Load().list {
 		h.pool.Reset()
 	}
 }
@@ -165,9 +192,6 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 		tag, err := conn.Exec(ctx, sql, args...)
 		err = explainRefusal(ctx, conn, err)
 		conn.Release()
-		if err == nil {
-			return tag, c.done(nil, idempotent)
-		}
 		if err = c.done(err, execPolicy(ctx, sql)); err != errRetry {
 			return tag, err
 		}
@@ -228,7 +252,7 @@ func (p *Pool) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, er
 		}
 		inner, err := conn.BeginTx(ctx, txOptions)
 		if err == nil {
-			return &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host}, c.done(nil, idempotent)
+			return &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host, writes: txOptions.AccessMode != pgx.ReadOnly}, c.done(nil, idempotent)
 		}
 		conn.Release()
 		if err = c.done(err, idempotent); err != errRetry {

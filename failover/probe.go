@@ -13,8 +13,15 @@ import (
 )
 
 // probeSQL asks a server for its role and for the zone it advertises (a
-// placeholder setting in postgresql.conf; NULL where unset).
+// placeholder setting in postgresql.conf; NULL where unset). It is one
+// round trip on an open connection.
 const probeSQL = "SELECT pg_is_in_recovery(), current_setting('pgfailover.zone', true)"
+
+// fastProbeInterval is how often every host is probed while a call waits
+// for a usable host. PostgreSQL tells an idle session nothing when its
+// server is promoted, so a promotion is found by asking; one probe is in
+// flight per host at a time.
+const fastProbeInterval = 2 * time.Millisecond
 
 // prober keeps one connection to its host for health probes. Only one
 // goroutine uses it at a time: NewWithConfig's first probe, then the host's
@@ -58,11 +65,7 @@ func (pr *prober) run(ctx context.Context, timeout time.Duration) probeResult {
 		pr.close()
 		return probeResult{err: res.Err}
 	}
-	r := probeResult{role: hosthealth.RolePrimary, zone: string(res.Rows[0][1])}
-	if string(res.Rows[0][0]) == "t" {
-		r.role = hosthealth.RoleReplica
-	}
-	return r
+	return probeResult{role: hosthealth.RecoveryRole(string(res.Rows[0][0]) == "t"), zone: string(res.Rows[0][1])}
 }
 
 func (pr *prober) close() {
@@ -76,31 +79,33 @@ func (pr *prober) close() {
 
 // probeTimeout bounds one probe: connecting and asking.
 func (p *Pool) probeTimeout() time.Duration {
-	if t := p.cfg.PoolConfig.ConnConfig.ConnectTimeout; t > 0 {
+	if t := p.cfg.ConnConfig.ConnectTimeout; t > 0 {
 		return t
 	}
 	return 5 * time.Second
 }
 
 // probeAll probes every host in parallel and records what it finds. It
-// fails with ErrNoHost, listing every host's outcome, when no host
-// satisfies the target.
+// fails with ErrNoHost, listing every host's outcome, when no host is
+// reachable in a role the target accepts.
 func (p *Pool) probeAll(ctx context.Context) error {
-	results := make([]probeResult, len(p.hosts))
+	hosts := p.hosts.Load().list
+	results := make([]probeResult, len(hosts))
 	var wg sync.WaitGroup
-	for i, h := range p.hosts {
+	for i, h := range hosts {
 		wg.Go(func() { results[i] = h.probe.run(ctx, p.probeTimeout()) })
 	}
 	wg.Wait()
 	fe := &FailoverError{Kind: ErrNoHost}
 	usable := false
 	for i, r := range results {
-		p.observe(i, r)
+		h := hosts[i]
+		p.observe(h, r)
 		switch {
 		case r.err != nil:
-			fe.Hosts = append(fe.Hosts, HostError{Addr: p.hosts[i].addr, Err: r.err})
+			fe.Hosts = append(fe.Hosts, HostError{Addr: h.addr, Err: r.err})
 		case !p.cfg.Target.Accepts(r.role):
-			fe.Hosts = append(fe.Hosts, HostError{Addr: p.hosts[i].addr, Err: &hosthealth.RoleError{Addr: p.hosts[i].addr, Role: r.role, Target: p.cfg.Target}})
+			fe.Hosts = append(fe.Hosts, HostError{Addr: h.addr, Err: &hosthealth.RoleError{Addr: h.addr, Role: r.role, Target: p.cfg.Target}})
 		default:
 			usable = true
 		}
@@ -114,39 +119,66 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	return fe
 }
 
-// observe records a probe's outcome on host i.
-func (p *Pool) observe(i int, r probeResult) {
-	before := p.tracker.Status(i)
+// observe records a probe's outcome on host h.
+func (p *Pool) observe(h *hostPool, r probeResult) {
+	before, _ := p.status(h.addr)
 	if r.err != nil {
 		if class := hosthealth.Classify(r.err); class != hosthealth.NotFailover {
-			p.tracker.ObserveFailure(i, class)
+			p.tracker.ObserveFailure(h.addr, class)
 		}
 	} else {
-		p.tracker.ObserveConnect(i, r.role)
-		p.tracker.ObserveZone(i, r.zone)
-		if !p.cfg.Target.Accepts(r.role) {
-			// Nothing of ours may stay on a host in the wrong role.
-			p.hosts[i].pool.Reset()
-		}
+		p.observeRole(h, r.role)
+		p.tracker.ObserveZone(h.addr, r.zone)
 	}
-	p.logChange(before, p.tracker.Status(i), r.err)
+	after, _ := p.status(h.addr)
+	p.logChange(before, after, r.err)
 }
 
-// startProbes starts one probe loop per host. Close stops and waits for
-// them.
-func (p *Pool) startProbes() {
-	for i, h := range p.hosts {
-		p.probes.Go(func() {
-			t := time.NewTicker(p.cfg.HealthProbeInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-p.life.Done():
-					return
-				case <-t.C:
-					p.observe(i, h.probe.run(p.life, p.probeTimeout()))
-				}
+// status returns what the tracker knows about the host at addr.
+func (p *Pool) status(addr string) (hosthealth.HostStatus, bool) {
+	s := p.tracker.Snapshot()
+	if i, ok := s.Lookup(addr); ok {
+		return s.Host(i), true
+	}
+	return hosthealth.HostStatus{}, false
+}
+
+// startProbe starts h's probe loop: every health_probe_interval, or every
+// few milliseconds while a call waits for a usable host. The loop ends, and
+// closes its connection, when the Pool closes or h leaves the topology.
+func (p *Pool) startProbe(h *hostPool) {
+	ctx, stop := context.WithCancel(p.life)
+	h.stopProbe = stop
+	p.bg.Go(func() {
+		defer close(h.probeDone)
+		defer h.probe.close()
+		for {
+			interval := p.cfg.HealthProbeInterval
+			if p.waiting.Load() > 0 {
+				interval = fastProbeInterval
 			}
-		})
+			t := p.clock.NewTimer(interval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			case <-*p.wake.Load():
+				t.Stop()
+			}
+			p.observe(h, h.probe.run(ctx, p.probeTimeout()))
+		}
+	})
+}
+
+// waitStarted tells the probes that a call is waiting for a usable host.
+// The first waiter wakes every probe at once.
+func (p *Pool) waitStarted() {
+	if p.waiting.Add(1) == 1 {
+		next := make(chan struct{})
+		close(*p.wake.Swap(&next))
 	}
 }
+
+// waitEnded undoes waitStarted.
+func (p *Pool) waitEnded() { p.waiting.Add(-1) }

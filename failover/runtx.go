@@ -54,12 +54,12 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 			return err
 		}
 		if interruptions == 0 {
-			first = time.Now()
+			first = pool.clock.Now()
 		}
 		interruptions++
 		// The budget is checked before each new run, never during one: a
 		// run that has started keeps the caller's own context.
-		if interruptions >= pool.cfg.MaxAttempts || time.Since(first) >= pool.cfg.MaxDuration {
+		if interruptions >= pool.cfg.MaxAttempts || pool.clock.Now().Sub(first) >= pool.cfg.MaxDuration {
 			pool.telemetry.failed(ctx)
 			return &FailoverError{Kind: ErrBudgetExhausted, Attempts: interruptions, Hosts: hostErrors(err)}
 		}

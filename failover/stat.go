@@ -22,14 +22,22 @@ type HostStat struct {
 
 // Stat returns a snapshot of every host's health and pool.
 func (p *Pool) Stat() *Stat {
-	s := &Stat{hosts: make([]HostStat, len(p.hosts))}
-	for i, h := range p.hosts {
-		s.hosts[i] = HostStat{HostStatus: p.tracker.Status(i), Pool: h.pool.Stat()}
+	hosts := p.hosts.Load().list
+	s := &Stat{hosts: make([]HostStat, 0, len(hosts))}
+	for _, h := range hosts {
+		st, ok := p.status(h.addr)
+		if !ok {
+			continue // removed since the table was read
+		}
+		st.State = st.StateFor(p.cfg.Target)
+		s.hosts = append(s.hosts, HostStat{HostStatus: st, Pool: h.pool.Stat()})
 	}
 	return s
 }
 
-// Hosts returns each host's figures, in connection-string order.
+// Hosts returns each host's figures: the connection string's hosts in
+// their order, then those only the topology source named. A host's State
+// is as the Pool's target sees it (TopologyReject for the wrong role).
 func (s *Stat) Hosts() []HostStat { return s.hosts }
 
 func (s *Stat) sum32(f func(*pgxpool.Stat) int32) int32 {

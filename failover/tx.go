@@ -17,7 +17,8 @@ import (
 type tx struct {
 	pgx.Tx
 	p      *Pool
-	host   int
+	host   *hostPool
+	writes bool // a read-write transaction: its commit may have changed data
 	nested bool // a savepoint: its "commit" is RELEASE SAVEPOINT
 
 	// callerGaveUp is set once a statement failed because its context
@@ -44,13 +45,13 @@ func (t *tx) interrupted(err error) error {
 	if t.callerGaveUp || hosthealth.Classify(err) != hosthealth.Transport {
 		return err
 	}
-	t.p.markFailed(t.host, hosthealth.Transport)
+	t.p.markFailed(t.host, hosthealth.Transport, nil)
 	return t.hostError(ErrTxInterrupted, err)
 }
 
 // hostError names the transaction's host in an error of the given kind.
 func (t *tx) hostError(kind, err error) error {
-	return &HostError{Kind: kind, Addr: t.p.hosts[t.host].addr, Err: err}
+	return &HostError{Kind: kind, Addr: t.host.addr, Err: err}
 }
 
 func (t *tx) Commit(ctx context.Context) error {
@@ -68,15 +69,18 @@ func (t *tx) Commit(ctx context.Context) error {
 	err := t.Tx.Commit(ctx)
 	switch {
 	case err == nil:
+		if t.writes {
+			t.p.noteWrite()
+		}
 		return nil
-	case provablyUnrun(err):
+	case hosthealth.DidNotRun(err):
 		return t.interrupted(err)
 	case ctx.Err() != nil:
 		// The caller gave up with COMMIT in flight: not the host's fault,
 		// and the outcome is unknown.
 		return t.hostError(ErrCommitOutcomeUnknown, err)
 	case hosthealth.Classify(err) == hosthealth.Transport:
-		t.p.markFailed(t.host, hosthealth.Transport)
+		t.p.markFailed(t.host, hosthealth.Transport, nil)
 		return t.hostError(ErrCommitOutcomeUnknown, err)
 	}
 	return err // the server answered: a serialization failure, a deferred constraint
@@ -93,7 +97,7 @@ func (t *tx) deadBeforeCommit() error {
 		return errConnClosedBeforeCommit
 	}
 	if err := t.diedIdle(); err != nil {
-		t.p.markFailed(t.host, hosthealth.Transport)
+		t.p.markFailed(t.host, hosthealth.Transport, nil)
 		return err
 	}
 	return nil
@@ -138,7 +142,7 @@ func (t *tx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, t.interrupted(err)
 	}
-	return &tx{Tx: inner, p: t.p, host: t.host, nested: true}, nil
+	return &tx{Tx: inner, p: t.p, host: t.host, nested: true, writes: t.writes}, nil
 }
 
 func (t *tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

@@ -229,3 +229,57 @@ func hasType[E error](err error) bool {
 	_, ok := errors.AsType[E](err)
 	return ok
 }
+
+// DidNotRun reports whether err proves that a statement did nothing on the
+// server: it never reached the server, or the server refused it before
+// running it (25006, a write sent to a read-only server; 57P03, a server
+// starting up or shutting down).
+//
+// pgconn marks some errors safe to retry because nothing was sent. One of
+// them is not proof for a pool: pgconn's "conn closed" lock error (an
+// unexported type, which wraps pgconn.ErrConnClosed). pgconn returns it for
+// a call made on a connection that was already closed, and also when a
+// connection failed while the answer to a statement already sent was being
+// read: the failed read closes the connection and the next receive finds
+// it closed. A pool only sends statements on connections that were open
+// when acquired, so for a pool the error means the second case, and the
+// statement may have run. DidNotRun recognises it by pgconn.ErrConnClosed,
+// never by its text.
+func DidNotRun(err error) bool {
+	if pgconn.SafeToRetry(err) && !errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pgErr.Code {
+		case "25006", // read_only_sql_transaction
+			"57P03": // cannot_connect_now
+			return true
+		}
+	}
+	return false
+}
+
+// ReportedRole returns the role of a server as its in_hot_standby parameter
+// status says ("on" for a standby, "off" for a primary; PostgreSQL 14 and
+// later report it at connect and whenever it changes, in the answer to the
+// session's next statement). It returns RoleUnknown for any other value,
+// including "" from an older server, which must be asked with
+// pg_is_in_recovery().
+func ReportedRole(inHotStandby string) Role {
+	switch inHotStandby {
+	case "on":
+		return RoleReplica
+	case "off":
+		return RolePrimary
+	}
+	return RoleUnknown
+}
+
+// RecoveryRole returns the role of a server whose pg_is_in_recovery() is
+// inRecovery.
+func RecoveryRole(inRecovery bool) Role {
+	if inRecovery {
+		return RoleReplica
+	}
+	return RolePrimary
+}

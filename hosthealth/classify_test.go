@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"syscall"
 	"testing"
 
@@ -148,5 +149,56 @@ func TestClassifyTLSErrorType(t *testing.T) {
 	}
 	if !isTransportError(err) {
 		t.Errorf("isTransportError(%v) = false", err)
+	}
+}
+
+func TestDidNotRun(t *testing.T) {
+	tests := []struct {
+		name string
+		err  func(*testing.T) error
+		want bool
+	}{
+		{"refused dial", refusedErr, true},
+		{"read-only transaction", func(*testing.T) error { return wrap(pgErr("25006")) }, true},
+		{"starting up", func(*testing.T) error { return pgErr("57P03") }, true},
+		{"admin shutdown in answer", func(*testing.T) error { return pgErr("57P01") }, false},
+		{"unique violation", func(*testing.T) error { return pgErr("23505") }, false},
+		{"conn closed while reading", closedConnErr, false},
+		{"conn busy", busyConnErr, true},
+		{"eof", func(*testing.T) error { return io.ErrUnexpectedEOF }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DidNotRun(tt.err(t)); got != tt.want {
+				t.Errorf("DidNotRun = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestConnClosedIsPgconnLockError pins what DidNotRun relies on: after a
+// connection died, pgconn reports the next use with its unexported lock
+// error type, which claims to be safe to retry and wraps ErrConnClosed. A
+// pgx upgrade that renames or reshapes it fails here, loudly, so that the
+// reasoning in DidNotRun is checked again.
+func TestConnClosedIsPgconnLockError(t *testing.T) {
+	err := closedConnErr(t)
+	if got := reflect.TypeOf(err).String(); got != "*pgconn.connLockError" {
+		t.Fatalf("pgconn's closed-connection error is %s, want *pgconn.connLockError", got)
+	}
+	if !pgconn.SafeToRetry(err) || !errors.Is(err, pgconn.ErrConnClosed) {
+		t.Fatalf("pgconn's closed-connection error: SafeToRetry %v, Is(ErrConnClosed) %v; want both true",
+			pgconn.SafeToRetry(err), errors.Is(err, pgconn.ErrConnClosed))
+	}
+}
+
+func TestRoles(t *testing.T) {
+	for in, want := range map[string]Role{"on": RoleReplica, "off": RolePrimary, "": RoleUnknown, "x": RoleUnknown} {
+		if got := ReportedRole(in); got != want {
+			t.Errorf("ReportedRole(%q) = %v, want %v", in, got, want)
+		}
+	}
+	if RecoveryRole(true) != RoleReplica || RecoveryRole(false) != RolePrimary {
+		t.Error("RecoveryRole maps pg_is_in_recovery() wrongly")
 	}
 }

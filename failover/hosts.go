@@ -1,0 +1,148 @@
+package failover
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/topology"
+)
+
+// hostTable is the set of hosts the Pool uses, by address, and in order:
+// the connection string's hosts first, then those only a topology source
+// named. A published table is never modified.
+type hostTable struct {
+	byAddr map[string]*hostPool
+	list   []*hostPool
+}
+
+// setHosts makes the host set the connection string's hosts merged with
+// the topology source's last report. A host that stays keeps its pool and
+// its state; a new host gets a pool (and, when start is set, a probe loop)
+// and starts Unknown with the role the source claims; a host that left is
+// drained: calls in flight on it finish, then its pool closes, in the
+// background, and Close waits for it.
+func (p *Pool) setHosts(sourced []topology.Member, start bool) {
+	p.topoMu.Lock()
+	defer p.topoMu.Unlock()
+	if p.closed.Load() {
+		return
+	}
+	if sourced != nil {
+		p.sourced = sourced
+	}
+	wanted, configs := p.wantedHosts()
+
+	old := p.hosts.Load()
+	next := &hostTable{byAddr: make(map[string]*hostPool, len(wanted))}
+	for i, w := range wanted {
+		h := old.byAddr[w.Addr]
+		if h == nil {
+			var err error
+			if h, err = p.newHostPool(configs[i]); err != nil {
+				p.logHostError(w.Addr, err)
+				continue
+			}
+			if start {
+				p.startProbe(h)
+			}
+		}
+		next.byAddr[w.Addr] = h
+		next.list = append(next.list, h)
+	}
+	// New pools first, so that every host a snapshot ranks has a pool; the
+	// tracker next; and only then the removed hosts go.
+	p.hosts.Store(next)
+	p.tracker.SetHosts(wanted)
+	for _, h := range old.list {
+		if next.byAddr[h.addr] == nil {
+			p.retire(h)
+		}
+	}
+}
+
+// wantedHosts lists the hosts the Pool should have now, with the
+// configuration each is dialled with. A member the connection string also
+// names keeps the string's TLS settings; one only the source names is
+// dialled with the template's, its own name as the TLS server name.
+func (p *Pool) wantedHosts() ([]hosthealth.Host, []Host) {
+	var wanted []hosthealth.Host
+	var configs []Host
+	seen := make(map[string]int)
+	for _, h := range p.cfg.Hosts {
+		seen[h.Addr()] = len(wanted)
+		wanted = append(wanted, hosthealth.Host{Addr: h.Addr(), Zone: h.Zone})
+		configs = append(configs, h)
+	}
+	for _, m := range p.sourced {
+		if i, ok := seen[m.Addr()]; ok {
+			wanted[i].Claimed = m.Role
+			if wanted[i].Zone == "" {
+				wanted[i].Zone = m.Zone
+			}
+			continue
+		}
+		seen[m.Addr()] = len(wanted)
+		wanted = append(wanted, hosthealth.Host{Addr: m.Addr(), Zone: m.Zone, Claimed: m.Role})
+		configs = append(configs, Host{Host: m.Host, Port: m.Port, Zone: m.Zone})
+	}
+	return wanted, configs
+}
+
+// retire drains a host that left the topology. Called with topoMu held.
+func (p *Pool) retire(h *hostPool) {
+	h.retired.Store(true)
+	if h.stopProbe != nil {
+		h.stopProbe()
+	}
+	p.bg.Go(func() {
+		if h.stopProbe != nil {
+			<-h.probeDone
+		}
+		h.pool.Close() // waits for the connections in use to come back
+	})
+}
+
+// watch follows the topology source until the Pool closes.
+func (p *Pool) watch(src topology.Source) {
+	err := src.Watch(p.life, func(t topology.Topology) {
+		members := t.Members
+		if members == nil {
+			members = []topology.Member{}
+		}
+		p.setHosts(members, true)
+	})
+	if err != nil && p.life.Err() == nil && p.cfg.Logger != nil {
+		p.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "pgfailover: the topology source stopped", slog.String("error", err.Error()))
+	}
+}
+
+// logHostError logs a host that could not be added.
+func (p *Pool) logHostError(addr string, err error) {
+	if p.cfg.Logger != nil {
+		p.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "pgfailover: host not added", slog.String("host", addr), slog.String("error", err.Error()))
+	}
+}
+
+// noHostOr returns ErrNoHost when every host is in the wrong role for the
+// target, else kind.
+func (p *Pool) noHostOr(kind error) error {
+	s := p.tracker.Snapshot()
+	for i := range s.Len() {
+		if s.State(i, p.cfg.Target) != hosthealth.TopologyReject {
+			return kind
+		}
+	}
+	return ErrNoHost
+}
+
+// noteWrite records that a call that may have written succeeded. The
+// clock is read once; the shared word is written at most once a
+// millisecond, so that concurrent writers do not fight over it.
+func (p *Pool) noteWrite() {
+	now := p.clock.Now().UnixNano()
+	if now-p.lastWrite.Load() >= int64(time.Millisecond) {
+		p.lastWrite.Store(now)
+	}
+}
