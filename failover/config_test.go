@@ -1073,7 +1073,7 @@ func TestParseDuration(t *testing.T) {
 // Every key of ours appears in ParseConfig's doc comment.
 func TestParseConfigDocListsEveryKey(t *testing.T) {
 	fset := token.NewFileSet()
-	file, err := parser.ParseFile(fset, "config.go", nil, parser.ParseComments)
+	file, err := parser.ParseFile(fset, "parse.go", nil, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
