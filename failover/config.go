@@ -39,14 +39,42 @@ const (
 // Config is built by ParseConfig; a Config made by hand is refused by
 // NewWithConfig. Change fields of a parsed Config (or of its Copy) before
 // passing it to NewWithConfig, not afterwards.
+//
+// Config has pgxpool's shape: it embeds the *pgxpool.Config that
+// pgxpool.ParseConfig builds from the same string, so code written for
+// pgxpool keeps compiling once pgxpool.ParseConfig and
+// pgxpool.NewWithConfig are swapped for ParseConfig and NewWithConfig:
+//
+//	cfg, err := failover.ParseConfig(connString)
+//	cfg.MaxConns = 20
+//	cfg.ConnConfig.Tracer = tracer
+//	cfg.AfterConnect = registerTypes
+//	pool, err := failover.NewWithConfig(ctx, cfg)
+//
+// Config's own Copy and ConnString take the place of pgxpool's; the
+// embedded pgxpool.Config is reached as cfg.Config.
+//
+// The Pool builds one pgxpool per host from the embedded settings, so they
+// apply to each host's pool on its own: MaxConns (pool_max_conns) = 10
+// with three hosts allows up to 30 connections in all, and MinConns,
+// MinIdleConns, MaxConnLifetime, MaxConnIdleTime and HealthCheckPeriod
+// count per host as well. Each host's pool dials only its own host: its
+// ConnConfig Host, Port, TLSConfig and Fallbacks come from Hosts, not from
+// the embedded ConnConfig, whose Host and Port are those of the first host
+// and whose Fallbacks is nil.
+//
+// Hooks: BeforeConnect, AfterRelease, BeforeClose and ShouldPing reach
+// every host's pool unchanged (BeforeConnect also runs before the Pool's
+// health-probe connections, so rotated credentials apply to them). The
+// Pool installs its own ConnConfig.ValidateConnect, the role check that
+// takes the place of pgconn's target_session_attrs check; a
+// ValidateConnect set here is not called. It wraps AfterConnect and
+// PrepareConn with hooks of its own that call the ones set here (or, when
+// PrepareConn is nil, the deprecated BeforeAcquire).
 type Config struct {
-	// PoolConfig is the pgxpool template applied to every host: credentials,
-	// TLS, runtime params, pool_* settings and hooks. Its ConnConfig.Host and
-	// Port are those of the first host and ConnConfig.Fallbacks is nil: the
-	// Pool builds one pgxpool per host, each from hostPoolConfig.
-	// ConnConfig.ValidateConnect is nil; the Pool installs its own role check
-	// instead of pgconn's target_session_attrs check.
-	PoolConfig *pgxpool.Config
+	// Config holds pgx's and pgxpool's settings: credentials, TLS, runtime
+	// parameters, the pool_* settings and the hooks, as described above.
+	*pgxpool.Config
 
 	// Hosts are the servers of the connection string in the order written,
 	// without repeats: a host:port that appears twice keeps its first place.
@@ -73,7 +101,7 @@ type Config struct {
 
 	// connString is the string the caller passed to ParseConfig. pgx may
 	// have been given a rewritten one (see rewriteConnString), so
-	// PoolConfig.ConnString() is not always the same.
+	// Config.Config.ConnString() (pgxpool's) is not always the same.
 	connString string
 
 	// Reserved for the Patroni topology source.
@@ -106,7 +134,8 @@ func (h Host) Addr() string {
 }
 
 // Copy returns a copy of c that can be changed without touching c: the
-// PoolConfig (with its ConnConfig, RuntimeParams and TLS settings), the
+// embedded pgxpool.Config (with its ConnConfig, RuntimeParams and TLS
+// settings), the
 // Hosts and their TLS variants are all copied. Providers and the Logger are
 // shared, as they are meant to be.
 func (c *Config) Copy() *Config {
@@ -114,8 +143,8 @@ func (c *Config) Copy() *Config {
 		return nil
 	}
 	n := *c
-	if c.PoolConfig != nil {
-		n.PoolConfig = c.PoolConfig.Copy()
+	if c.Config != nil {
+		n.Config = c.Config.Copy()
 	}
 	if c.Hosts != nil {
 		n.Hosts = make([]Host, len(c.Hosts))

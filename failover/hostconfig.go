@@ -52,7 +52,7 @@ func dedupHosts(hosts []Host) []Host {
 }
 
 // hostPoolConfig returns the pgxpool config for host i: a copy of
-// PoolConfig whose ConnConfig Host, Port and TLSConfig are those of the
+// the embedded pgxpool.Config whose ConnConfig Host, Port and TLSConfig are those of the
 // first TLS variant of Hosts[i] and whose Fallbacks are that same host's
 // other variants, so a pool never dials a host other than its own.
 //
@@ -61,7 +61,7 @@ func dedupHosts(hosts []Host) []Host {
 // it is a unix socket.
 func (c *Config) hostPoolConfig(i int) *pgxpool.Config {
 	h := c.Hosts[i]
-	pc := c.PoolConfig.Copy()
+	pc := c.Config.Copy()
 	cc := pc.ConnConfig
 	cc.ValidateConnect = nil
 	cc.Fallbacks = nil

@@ -172,7 +172,7 @@ func ParseConfig(connString string) (*Config, error) {
 	}
 
 	c := &Config{
-		PoolConfig:             poolConfig,
+		Config:                 poolConfig,
 		Target:                 hosthealth.TargetPrimary,
 		MaxAttempts:            defaultMaxAttempts,
 		MaxDuration:            defaultMaxDuration,

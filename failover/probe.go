@@ -76,7 +76,7 @@ func (pr *prober) close() {
 
 // probeTimeout bounds one probe: connecting and asking.
 func (p *Pool) probeTimeout() time.Duration {
-	if t := p.cfg.PoolConfig.ConnConfig.ConnectTimeout; t > 0 {
+	if t := p.cfg.ConnConfig.ConnectTimeout; t > 0 {
 		return t
 	}
 	return 5 * time.Second
