@@ -127,14 +127,14 @@ func checkParse(t *testing.T, s string) {
 		maps.DeleteFunc(want, func(k, _ string) bool {
 			return slices.Contains(ownKeys, k) || strings.HasPrefix(k, fallbackKeyPrefix) || slices.Contains(pgxKeys, k)
 		})
-		if got := c.PoolConfig.ConnConfig.RuntimeParams; !maps.Equal(got, want) {
+		if got := c.ConnConfig.RuntimeParams; !maps.Equal(got, want) {
 			t.Fatalf("RuntimeParams = %q, pgconn alone gives %q", got, want)
 		}
 		if got, want := addrs(c.Hosts), addrs(dedupHosts(splitHosts(pc))); !slices.Equal(got, want) {
 			t.Fatalf("hosts = %q, pgconn alone gives %q", got, want)
 		}
 	}
-	cc := c.PoolConfig.ConnConfig
+	cc := c.ConnConfig
 	if cc.Fallbacks != nil || cc.ValidateConnect != nil {
 		t.Fatal("template keeps Fallbacks or ValidateConnect")
 	}

@@ -131,7 +131,7 @@ func TestParseConfigHosts(t *testing.T) {
 			if got := addrs(c.Hosts); !slices.Equal(got, tt.want) {
 				t.Fatalf("hosts = %q, want %q", got, tt.want)
 			}
-			cc := c.PoolConfig.ConnConfig
+			cc := c.ConnConfig
 			if cc.Host != c.Hosts[0].Host || cc.Port != c.Hosts[0].Port {
 				t.Errorf("template host = %s:%d, want the first host %s", cc.Host, cc.Port, c.Hosts[0].Addr())
 			}
@@ -236,7 +236,7 @@ func TestParseConfigTarget(t *testing.T) {
 					if c.Target != sp.want {
 						t.Errorf("Target = %v, want %v", c.Target, sp.want)
 					}
-					if c.PoolConfig.ConnConfig.ValidateConnect != nil {
+					if c.ConnConfig.ValidateConnect != nil {
 						t.Error("ValidateConnect is set; the Pool must do the role check itself")
 					}
 				})
@@ -313,7 +313,7 @@ func TestParseConfigTargetFromEnvironment(t *testing.T) {
 			if c.Target != tt.want {
 				t.Errorf("Target = %v, want %v", c.Target, tt.want)
 			}
-			if c.PoolConfig.ConnConfig.ValidateConnect != nil {
+			if c.ConnConfig.ValidateConnect != nil {
 				t.Error("ValidateConnect is set")
 			}
 		})
@@ -359,10 +359,10 @@ target_session_attrs=replica
 			if c.Target != tt.wantTarget {
 				t.Errorf("Target = %v, want %v", c.Target, tt.wantTarget)
 			}
-			if got := c.PoolConfig.ConnConfig.ConnectTimeout; got != tt.wantTimeout {
+			if got := c.ConnConfig.ConnectTimeout; got != tt.wantTimeout {
 				t.Errorf("ConnectTimeout = %v, want %v", got, tt.wantTimeout)
 			}
-			if c.PoolConfig.ConnConfig.ValidateConnect != nil {
+			if c.ConnConfig.ValidateConnect != nil {
 				t.Error("ValidateConnect is set")
 			}
 		})
@@ -373,7 +373,7 @@ target_session_attrs=replica
 		if c.Zone != "eu-1b" || c.MaxAttempts != 3 {
 			t.Errorf("Zone, MaxAttempts = %q, %d; want eu-1b, 3", c.Zone, c.MaxAttempts)
 		}
-		if _, ok := c.PoolConfig.ConnConfig.RuntimeParams[keyZone]; ok {
+		if _, ok := c.ConnConfig.RuntimeParams[keyZone]; ok {
 			t.Error("zone from the service file left in RuntimeParams")
 		}
 	})
@@ -447,7 +447,7 @@ func TestParseConfigDefaults(t *testing.T) {
 				{"HealthProbeInterval", c.HealthProbeInterval, time.Second},
 				{"PinAfterWrite", c.PinAfterWrite, time.Second},
 				{"MaxLag", c.MaxLag, time.Duration(0)},
-				{"ConnectTimeout", c.PoolConfig.ConnConfig.ConnectTimeout, 5 * time.Second},
+				{"ConnectTimeout", c.ConnConfig.ConnectTimeout, 5 * time.Second},
 				{"patroniAPIURLs", len(c.patroniAPIURLs), 0},
 				{"patroniRefresh", c.patroniRefresh, 5 * time.Second},
 				{"fallbackConnectTimeout", c.fallbackConnectTimeout, 5 * time.Second},
@@ -490,7 +490,7 @@ func TestParseConfigConnectTimeout(t *testing.T) {
 			clearPGEnv(t)
 			t.Setenv("PGCONNECT_TIMEOUT", tt.env)
 			c := mustParse(t, tt.conn)
-			if got := c.PoolConfig.ConnConfig.ConnectTimeout; got != tt.want {
+			if got := c.ConnConfig.ConnectTimeout; got != tt.want {
 				t.Errorf("ConnectTimeout = %v, want %v", got, tt.want)
 			}
 			if got := c.hostPoolConfig(0).ConnConfig.ConnectTimeout; got != tt.want {
@@ -754,7 +754,7 @@ func TestParseConfigRemovesOwnKeys(t *testing.T) {
 	clearPGEnv(t)
 	check := func(t *testing.T, c *Config, keys []string) {
 		t.Helper()
-		params := []map[string]string{c.PoolConfig.ConnConfig.RuntimeParams}
+		params := []map[string]string{c.ConnConfig.RuntimeParams}
 		for i := range c.Hosts {
 			params = append(params, c.hostPoolConfig(i).ConnConfig.RuntimeParams)
 		}
@@ -852,12 +852,12 @@ func TestParseConfigTargetSessionAttrsRewrite(t *testing.T) {
 			if c.ConnString() != tt.conn {
 				t.Errorf("ConnString() = %q, want the original", c.ConnString())
 			}
-			if got := c.PoolConfig.ConnString(); got != tt.pgxConn {
+			if got := c.Config.ConnString(); got != tt.pgxConn {
 				t.Errorf("string given to pgx = %q, want %q", got, tt.pgxConn)
 			}
 			want := map[string]string{}
 			maps.Copy(want, tt.params)
-			if got := c.PoolConfig.ConnConfig.RuntimeParams; !maps.Equal(got, want) {
+			if got := c.ConnConfig.RuntimeParams; !maps.Equal(got, want) {
 				t.Errorf("RuntimeParams = %v, want %v", got, want)
 			}
 		})
@@ -870,7 +870,7 @@ func TestParseConfigPoolSettings(t *testing.T) {
 		kv{"pool_max_conn_idle_time", "1m"}, kv{"pool_health_check_period", "15s"}) {
 		t.Run(f.name, func(t *testing.T) {
 			c := mustParse(t, f.conn)
-			for i, pc := range append([]*pgxpool.Config{c.PoolConfig}, c.hostPoolConfig(0), c.hostPoolConfig(1)) {
+			for i, pc := range append([]*pgxpool.Config{c.Config}, c.hostPoolConfig(0), c.hostPoolConfig(1)) {
 				if pc.MaxConns != 7 || pc.MinConns != 2 || pc.MaxConnLifetime != 10*time.Minute ||
 					pc.MaxConnIdleTime != time.Minute || pc.HealthCheckPeriod != 15*time.Second {
 					t.Errorf("config %d: MaxConns=%d MinConns=%d MaxConnLifetime=%v MaxConnIdleTime=%v HealthCheckPeriod=%v",
@@ -891,10 +891,10 @@ func TestConfigCopy(t *testing.T) {
 	orig := mustParse(t, urlBase+"?sslmode=prefer&zones=z1,z2&patroni_api_urls=http://p1:8008&application_name=demo&pool_max_conns=5")
 	cp := orig.Copy()
 
-	cp.PoolConfig.MaxConns = 99
-	cp.PoolConfig.ConnConfig.RuntimeParams["application_name"] = "changed"
-	cp.PoolConfig.ConnConfig.Host = "elsewhere"
-	cp.PoolConfig.ConnConfig.TLSConfig.ServerName = "elsewhere"
+	cp.MaxConns = 99
+	cp.ConnConfig.RuntimeParams["application_name"] = "changed"
+	cp.ConnConfig.Host = "elsewhere"
+	cp.ConnConfig.TLSConfig.ServerName = "elsewhere"
 	cp.Hosts[0].Host = "elsewhere"
 	cp.Hosts[0].Zone = "changed"
 	cp.Hosts[1].tls[0].TLSConfig.ServerName = "elsewhere"
@@ -907,10 +907,10 @@ func TestConfigCopy(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"MaxConns", orig.PoolConfig.MaxConns, int32(5)},
-		{"application_name", orig.PoolConfig.ConnConfig.RuntimeParams["application_name"], "demo"},
-		{"template host", orig.PoolConfig.ConnConfig.Host, "db-a"},
-		{"template ServerName", orig.PoolConfig.ConnConfig.TLSConfig.ServerName, "db-a"},
+		{"MaxConns", orig.MaxConns, int32(5)},
+		{"application_name", orig.ConnConfig.RuntimeParams["application_name"], "demo"},
+		{"template host", orig.ConnConfig.Host, "db-a"},
+		{"template ServerName", orig.ConnConfig.TLSConfig.ServerName, "db-a"},
 		{"host 0", orig.Hosts[0].Host, "db-a"},
 		{"zone 0", orig.Hosts[0].Zone, "z1"},
 		{"host 1 TLS ServerName", orig.Hosts[1].tls[0].TLSConfig.ServerName, "db-b"},
@@ -991,7 +991,7 @@ func TestHostPoolConfig(t *testing.T) {
 				// The result is the caller's own.
 				if cc.TLSConfig != nil {
 					cc.TLSConfig.ServerName = "mutated"
-					if h.tls[0].TLSConfig.ServerName == "mutated" || c.PoolConfig.ConnConfig.TLSConfig.ServerName == "mutated" {
+					if h.tls[0].TLSConfig.ServerName == "mutated" || c.ConnConfig.TLSConfig.ServerName == "mutated" {
 						t.Errorf("host %d: TLS config shared with the Config", i)
 					}
 				}
@@ -1002,7 +1002,7 @@ func TestHostPoolConfig(t *testing.T) {
 				if len(h.tls) > 1 && h.tls[1].Port == 1 {
 					t.Errorf("host %d: fallbacks shared with the Config", i)
 				}
-				if _, ok := c.PoolConfig.ConnConfig.RuntimeParams["x"]; ok {
+				if _, ok := c.ConnConfig.RuntimeParams["x"]; ok {
 					t.Errorf("host %d: RuntimeParams shared with the template", i)
 				}
 			}
@@ -1018,7 +1018,7 @@ func TestHostPoolConfigHostAddedByHand(t *testing.T) {
 	if pc.Host != "db-x" || pc.Port != 6000 || pc.TLSConfig == nil || pc.TLSConfig.ServerName != "db-x" || pc.Fallbacks != nil {
 		t.Errorf("hand-added host: %s:%d TLS=%v fallbacks=%v", pc.Host, pc.Port, pc.TLSConfig != nil, pc.Fallbacks)
 	}
-	if c.PoolConfig.ConnConfig.TLSConfig.ServerName != "db-a" {
+	if c.ConnConfig.TLSConfig.ServerName != "db-a" {
 		t.Error("template TLS config changed")
 	}
 	if pc := c.hostPoolConfig(2).ConnConfig; pc.TLSConfig != nil {
@@ -1073,7 +1073,7 @@ func TestParseDuration(t *testing.T) {
 // Every key of ours appears in ParseConfig's doc comment.
 func TestParseConfigDocListsEveryKey(t *testing.T) {
 	fset := token.NewFileSet()
-	file, err := parser.ParseFile(fset, "config.go", nil, parser.ParseComments)
+	file, err := parser.ParseFile(fset, "parse.go", nil, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}

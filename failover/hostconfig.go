@@ -1,0 +1,125 @@
+package failover
+
+import (
+	"crypto/tls"
+	"net"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// splitHosts turns pgconn's flat list of connection variants (the main
+// config, then Fallbacks) into one Host per host of the connection string.
+// pgconn lists the variants of one host next to each other, at most one with
+// TLS and one without, so a variant starts a new Host when its host:port
+// differs from the previous one or when the current Host already has a
+// variant of the same kind. The second rule keeps "host=a,a" as two entries.
+func splitHosts(cc *pgconn.Config) []Host {
+	variants := make([]*pgconn.FallbackConfig, 0, 1+len(cc.Fallbacks))
+	variants = append(variants, &pgconn.FallbackConfig{Host: cc.Host, Port: cc.Port, TLSConfig: cc.TLSConfig})
+	variants = append(variants, cc.Fallbacks...)
+
+	var hosts []Host
+	for _, v := range variants {
+		if n := len(hosts); n > 0 {
+			last := &hosts[n-1]
+			sameKind := slices.ContainsFunc(last.tls, func(w *pgconn.FallbackConfig) bool {
+				return (w.TLSConfig == nil) == (v.TLSConfig == nil)
+			})
+			if last.Host == v.Host && last.Port == v.Port && !sameKind {
+				last.tls = append(last.tls, v)
+				continue
+			}
+		}
+		hosts = append(hosts, Host{Host: v.Host, Port: v.Port, tls: []*pgconn.FallbackConfig{v}})
+	}
+	return hosts
+}
+
+// dedupHosts keeps the first Host of each host:port.
+func dedupHosts(hosts []Host) []Host {
+	seen := make(map[string]bool, len(hosts))
+	out := hosts[:0]
+	for _, h := range hosts {
+		if seen[h.Addr()] {
+			continue
+		}
+		seen[h.Addr()] = true
+		out = append(out, h)
+	}
+	return slices.Clip(out)
+}
+
+// hostPoolConfig returns the pgxpool config for host i: a copy of
+// the embedded pgxpool.Config whose ConnConfig Host, Port and TLSConfig are those of the
+// first TLS variant of Hosts[i] and whose Fallbacks are that same host's
+// other variants, so a pool never dials a host other than its own.
+//
+// A Host without variants (one added to Hosts by hand) gets the template's
+// TLS settings with ServerName set to its own name, and no TLS at all when
+// it is a unix socket.
+func (c *Config) hostPoolConfig(i int) *pgxpool.Config {
+	h := c.Hosts[i]
+	pc := c.Config.Copy()
+	cc := pc.ConnConfig
+	cc.ValidateConnect = nil
+	cc.Fallbacks = nil
+
+	if len(h.tls) == 0 {
+		cc.Host, cc.Port = h.Host, h.Port
+		if network, _ := pgconn.NetworkAddress(h.Host, h.Port); network == "unix" {
+			cc.TLSConfig = nil
+		} else if cc.TLSConfig != nil && cc.TLSConfig.ServerName != "" {
+			cc.TLSConfig.ServerName = serverName(h.Host)
+		}
+		return pc
+	}
+
+	first := h.tls[0]
+	cc.Host, cc.Port = first.Host, first.Port
+	cc.TLSConfig = cloneTLS(first.TLSConfig)
+	for _, v := range h.tls[1:] {
+		cc.Fallbacks = append(cc.Fallbacks, copyFallback(v))
+	}
+	return pc
+}
+
+// serverName is what pgconn would put in tls.Config.ServerName for host:
+// the name itself, or "" for an IP address.
+func serverName(host string) string {
+	if net.ParseIP(host) != nil {
+		return ""
+	}
+	return host
+}
+
+func cloneTLS(t *tls.Config) *tls.Config {
+	if t == nil {
+		return nil
+	}
+	return t.Clone()
+}
+
+// copyHost returns h with its own copies of the TLS variants.
+func copyHost(h Host) Host {
+	if h.tls != nil {
+		variants := make([]*pgconn.FallbackConfig, len(h.tls))
+		for i, v := range h.tls {
+			variants[i] = copyFallback(v)
+		}
+		h.tls = variants
+	}
+	return h
+}
+
+func copyFallback(v *pgconn.FallbackConfig) *pgconn.FallbackConfig {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	if c.TLSConfig != nil {
+		c.TLSConfig = c.TLSConfig.Clone()
+	}
+	return &c
+}

@@ -1,0 +1,440 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+)
+
+// Connection-string keys owned by this package. pgconn does not know them,
+// so it files them under ConnConfig.RuntimeParams; ParseConfig takes them out
+// again before anything can send them to a server.
+const (
+	keyTarget                 = "target"
+	keyZone                   = "zone"
+	keyZones                  = "zones"
+	keyMaxAttempts            = "failover_max_attempts"
+	keyMaxDuration            = "failover_max_duration"
+	keyBackoffInitial         = "failover_backoff_initial"
+	keyBackoffMax             = "failover_backoff_max"
+	keyHealthProbeInterval    = "health_probe_interval"
+	keyPinAfterWrite          = "pin_after_write"
+	keyMaxLag                 = "max_lag"
+	keyPatroniAPIURLs         = "patroni_api_urls"
+	keyPatroniRefresh         = "patroni_refresh_interval"
+	keyFallbackConnectTimeout = "fallback_connect_timeout"
+	keyFallbackCooldown       = "fallback_cooldown"
+	keyFallbackLifetime       = "fallback_lifetime"
+
+	// fallbackKeyPrefix marks the whole fallback_* family as ours. A key with
+	// this prefix that is not one of the keyFallback* names is an error, so a
+	// misspelling is reported instead of being dropped or sent to the server.
+	fallbackKeyPrefix = "fallback_"
+
+	// keyTargetSessionAttrs is libpq's key. pgconn parses it itself, so it
+	// never shows up in RuntimeParams; ParseConfig reads it from the string.
+	keyTargetSessionAttrs = "target_session_attrs"
+)
+
+// ownKeys lists this package's keys, fallback_* aside, in the order
+// ParseConfig checks them. Error messages therefore come out in a fixed order.
+var ownKeys = []string{
+	keyTarget,
+	keyZone,
+	keyZones,
+	keyMaxAttempts,
+	keyMaxDuration,
+	keyBackoffInitial,
+	keyBackoffMax,
+	keyHealthProbeInterval,
+	keyPinAfterWrite,
+	keyMaxLag,
+	keyPatroniAPIURLs,
+	keyPatroniRefresh,
+}
+
+// fallbackKeys are the known members of the fallback_* family.
+var fallbackKeys = []string{
+	keyFallbackConnectTimeout,
+	keyFallbackCooldown,
+	keyFallbackLifetime,
+}
+
+// ParseConfig builds a Config from a connection string in either of libpq's
+// forms, a URL or keyword/value pairs:
+//
+//	postgres://app:secret@db-a:5432,db-b:5432,db-c:5432/app?target=primary&zone=eu-1a
+//	host=db-a,db-b,db-c port=5432 user=app dbname=app target=primary zone=eu-1a
+//
+// Every key pgx and pgxpool know keeps its meaning: host and port lists
+// (host=a,b port=5432,5433, or a:5432,b:5433 in a URL), dbname, user,
+// password, passfile, sslmode and the other ssl* keys, connect_timeout,
+// service, application_name and other runtime parameters,
+// statement_cache_capacity, default_query_exec_mode, and the pool keys
+// pool_max_conns, pool_min_conns, pool_min_idle_conns,
+// pool_max_conn_lifetime, pool_max_conn_lifetime_jitter,
+// pool_max_conn_idle_time, pool_health_check_period and pool_ping_timeout.
+// The pool_* keys apply to each host's pool on its own: pool_max_conns=10
+// with three hosts allows up to 30 connections in all. The PG* environment
+// variables and the service file count as they do for pgx.
+//
+// The keys below belong to this package. ParseConfig removes them, so none
+// of them ever reaches a server as a runtime parameter:
+//
+//	key                       default     meaning
+//	target_session_attrs      read-write  libpq's key: which role to connect to (see below)
+//	target                    read-write  the same, shorter; may not disagree with target_session_attrs
+//	zone                      ""          the client's zone; hosts in it are tried first
+//	zones                     ""          comma list, one zone per host, positional like port=
+//	                                      (a single value applies to every host; "a,,b" leaves
+//	                                      the second host without a zone)
+//	failover_max_attempts     8           attempts per call, first one included; at least 1
+//	failover_max_duration     30s         time one call may spend failing over; > 0
+//	failover_backoff_initial  50ms        first backoff base between rounds; > 0
+//	failover_backoff_max      1s          largest backoff base; >= failover_backoff_initial
+//	                                      (when unset it is raised to failover_backoff_initial
+//	                                      if that is larger than 1s)
+//	health_probe_interval     1s          period of the role and lag probes; > 0
+//	pin_after_write           1s          reads go to the primary for this long after a
+//	                                      write (read-your-writes); 0 turns it off
+//	max_lag                   0           largest staleness a replica may serve reads with;
+//	                                      0 = no gate; otherwise > health_probe_interval
+//	patroni_api_urls          ""          reserved for the Patroni topology source: comma
+//	                                      list of http or https URLs of the Patroni REST API
+//	patroni_refresh_interval  5s          reserved for the Patroni topology source; > 0
+//	fallback_connect_timeout  5s          reserved for the Patroni topology source; > 0
+//	fallback_cooldown         30s         reserved for the Patroni topology source; > 0
+//	fallback_lifetime         30s         reserved for the Patroni topology source; > 0
+//
+// Any other key starting with fallback_ is an error. Durations are written
+// in Go syntax ("250ms", "2s", "1m30s") or as a bare whole number of
+// milliseconds ("250"). Keys are case-sensitive, as in pgx.
+//
+// Targets: any; read-write or primary; read-only, standby or replica;
+// prefer-standby or prefer-replica. When the string names none, the
+// target is read-write, which differs from libpq's "any". As with libpq,
+// target_session_attrs may also come from a service file or from the
+// PGTARGETSESSIONATTRS environment variable, in that order of precedence
+// below the connection string itself; a target= key overrides the
+// environment variable without conflict. pgconn's own target_session_attrs
+// check is not used: it would reject the extra spellings and does not know
+// the Pool's ranking, so ParseConfig keeps it from pgconn and leaves
+// ConnConfig.ValidateConnect nil.
+//
+// connect_timeout: when neither the string, a service file nor
+// PGCONNECT_TIMEOUT sets it, ParseConfig sets ConnConfig.ConnectTimeout to
+// 5s, so a host that silently drops packets cannot stall a walk over the
+// hosts. connect_timeout=0 keeps libpq's meaning of no limit. The timeout
+// covers one host (its TLS and plain attempts together); name resolution
+// runs under the caller's context.
+//
+// Errors are *ConfigError values. They name the key and the bad value, and
+// never contain the connection string or the password.
+func ParseConfig(connString string) (*Config, error) {
+	scan, scanErr := scanConnString(connString)
+	p := &parseState{secrets: scan.secrets()}
+
+	if scanErr != nil {
+		// The scanner follows pgconn's grammar, so pgx rejects the string
+		// too and its message is the more precise one.
+		if _, err := pgxpool.ParseConfig(connString); err != nil {
+			return nil, p.pgxError(err)
+		}
+		return nil, p.fail("", scanErr.Error(), nil)
+	}
+
+	tsa := p.findTargetSessionAttrs(scan)
+	pgxString := rewriteConnString(connString, scan, tsa.fromEnv || tsa.fromService)
+	poolConfig, err := pgxpool.ParseConfig(pgxString)
+	if err != nil {
+		return nil, p.pgxError(err)
+	}
+	cc := poolConfig.ConnConfig
+	p.secrets = append(p.secrets, cc.Password)
+
+	// Take every key of ours out of RuntimeParams before anything else, so
+	// none can be left behind by an early return.
+	own := make(map[string]string)
+	for k, v := range cc.RuntimeParams {
+		if slices.Contains(ownKeys, k) || strings.HasPrefix(k, fallbackKeyPrefix) {
+			own[k] = v
+			delete(cc.RuntimeParams, k)
+		}
+	}
+
+	c := &Config{
+		Config:                 poolConfig,
+		Target:                 hosthealth.TargetPrimary,
+		MaxAttempts:            defaultMaxAttempts,
+		MaxDuration:            defaultMaxDuration,
+		BackoffInitial:         defaultBackoffInitial,
+		BackoffMax:             defaultBackoffMax,
+		HealthProbeInterval:    defaultHealthProbeInterval,
+		PinAfterWrite:          defaultPinAfterWrite,
+		MaxLag:                 defaultMaxLag,
+		connString:             connString,
+		patroniRefresh:         defaultPatroniRefresh,
+		fallbackConnectTimeout: defaultFallbackConnectTimeout,
+		fallbackCooldown:       defaultFallbackCooldown,
+		fallbackLifetime:       defaultFallbackLifetime,
+		createdByParseConfig:   true,
+	}
+
+	if err := p.applyTarget(c, own, tsa); err != nil {
+		return nil, err
+	}
+	if err := p.applyBudget(c, own); err != nil {
+		return nil, err
+	}
+	if err := p.applyReplicaSettings(c, own); err != nil {
+		return nil, err
+	}
+	if err := p.applyPatroni(c, own); err != nil {
+		return nil, err
+	}
+	c.Zone = own[keyZone]
+
+	// The Pool checks roles itself; pgconn's check must stay out of the way.
+	cc.ValidateConnect = nil
+	if !scan.connectTimeoutSet() {
+		cc.ConnectTimeout = defaultConnectTimeout
+	}
+
+	hosts := splitHosts(&cc.Config)
+	if z, ok := own[keyZones]; ok {
+		zones := strings.Split(z, ",")
+		switch {
+		case len(zones) == 1:
+			for i := range hosts {
+				hosts[i].Zone = zones[0]
+			}
+		case len(zones) == len(hosts):
+			for i := range hosts {
+				hosts[i].Zone = zones[i]
+			}
+		default:
+			return nil, p.fail(keyZones, fmt.Sprintf("%d zones given for %d hosts; give one zone for every host, or a single zone for all", len(zones), len(hosts)), nil)
+		}
+	}
+	c.Hosts = dedupHosts(hosts)
+
+	// Each host's pool gets its own Host, Port, TLS and fallbacks from
+	// hostPoolConfig; the template keeps the first host's for reference.
+	cc.Fallbacks = nil
+	return c, nil
+}
+
+func (p *parseState) applyTarget(c *Config, own map[string]string, tsa targetSessionAttrs) error {
+	v, hasTarget := own[keyTarget]
+	var fromTSA hosthealth.Target
+	// The environment variable is only a default: target= outranks it.
+	if tsa.set || (tsa.envOnly && !hasTarget) {
+		t, err := hosthealth.ParseTarget(tsa.value)
+		if err != nil {
+			problem := "is not a known target"
+			if tsa.envOnly {
+				problem = "(from " + envTargetSessionAttrs + ") is not a known target"
+			}
+			return p.badValue(keyTargetSessionAttrs, tsa.value, problem+"; "+targetSpellings, err)
+		}
+		fromTSA = t
+		c.Target = t
+	}
+	if !hasTarget {
+		return nil
+	}
+	t, err := hosthealth.ParseTarget(v)
+	if err != nil {
+		return p.badValue(keyTarget, v, "is not a known target; "+targetSpellings, err)
+	}
+	if tsa.set && t != fromTSA {
+		return p.fail(keyTarget, fmt.Sprintf("%q conflicts with %s %q; give one of them, or the same target in both",
+			v, keyTargetSessionAttrs, tsa.value), nil)
+	}
+	c.Target = t
+	return nil
+}
+
+const targetSpellings = "accepted: any, read-write, primary, read-only, standby, replica, prefer-standby, prefer-replica"
+
+func (p *parseState) applyBudget(c *Config, own map[string]string) error {
+	if v, ok := own[keyMaxAttempts]; ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return p.badValue(keyMaxAttempts, v, "is out of range", err)
+		case err != nil:
+			return p.badValue(keyMaxAttempts, v, "is not a whole number", err)
+		case n < 1:
+			return p.badValue(keyMaxAttempts, v, "is too small: at least 1 attempt is needed", nil)
+		}
+		c.MaxAttempts = int(n)
+	}
+	var err error
+	if c.MaxDuration, err = p.duration(own, keyMaxDuration, c.MaxDuration, positive); err != nil {
+		return err
+	}
+	if c.BackoffInitial, err = p.duration(own, keyBackoffInitial, c.BackoffInitial, positive); err != nil {
+		return err
+	}
+	if v, ok := own[keyBackoffMax]; ok {
+		if c.BackoffMax, err = p.duration(own, keyBackoffMax, c.BackoffMax, positive); err != nil {
+			return err
+		}
+		if c.BackoffMax < c.BackoffInitial {
+			return p.badValue(keyBackoffMax, v, fmt.Sprintf("is less than %s (%s)", keyBackoffInitial, c.BackoffInitial), nil)
+		}
+	} else {
+		c.BackoffMax = max(c.BackoffMax, c.BackoffInitial)
+	}
+	return nil
+}
+
+func (p *parseState) applyReplicaSettings(c *Config, own map[string]string) error {
+	var err error
+	if c.HealthProbeInterval, err = p.duration(own, keyHealthProbeInterval, c.HealthProbeInterval, positive); err != nil {
+		return err
+	}
+	if c.PinAfterWrite, err = p.duration(own, keyPinAfterWrite, c.PinAfterWrite, nonNegative); err != nil {
+		return err
+	}
+	if c.MaxLag, err = p.duration(own, keyMaxLag, c.MaxLag, nonNegative); err != nil {
+		return err
+	}
+	if c.MaxLag > 0 && c.MaxLag <= c.HealthProbeInterval {
+		// A replica's staleness bound only shrinks when it is probed, so a
+		// gate at or below the probe period would shut every replica out
+		// between probes.
+		return p.badValue(keyMaxLag, own[keyMaxLag], fmt.Sprintf("must be greater than %s (%s), or 0 for no gate",
+			keyHealthProbeInterval, c.HealthProbeInterval), nil)
+	}
+	return nil
+}
+
+func (p *parseState) applyPatroni(c *Config, own map[string]string) error {
+	if v, ok := own[keyPatroniAPIURLs]; ok {
+		urls, err := p.patroniURLs(v)
+		if err != nil {
+			return err
+		}
+		c.patroniAPIURLs = urls
+	}
+	var err error
+	if c.patroniRefresh, err = p.duration(own, keyPatroniRefresh, c.patroniRefresh, positive); err != nil {
+		return err
+	}
+
+	var unknown []string
+	for k := range own {
+		if strings.HasPrefix(k, fallbackKeyPrefix) && !slices.Contains(fallbackKeys, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return p.fail(unknown[0], "unknown key; the fallback_* keys are "+strings.Join(fallbackKeys, ", "), nil)
+	}
+	if c.fallbackConnectTimeout, err = p.duration(own, keyFallbackConnectTimeout, c.fallbackConnectTimeout, positive); err != nil {
+		return err
+	}
+	if c.fallbackCooldown, err = p.duration(own, keyFallbackCooldown, c.fallbackCooldown, positive); err != nil {
+		return err
+	}
+	if c.fallbackLifetime, err = p.duration(own, keyFallbackLifetime, c.fallbackLifetime, positive); err != nil {
+		return err
+	}
+	return nil
+}
+
+// patroniURLs checks a comma list of Patroni REST API base URLs. A URL may
+// carry credentials, so messages quote only the redacted form of a URL, and
+// nothing of one that does not parse.
+func (p *parseState) patroniURLs(v string) ([]string, error) {
+	var out []string
+	for i, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		n := i + 1
+		if s == "" {
+			return nil, p.fail(keyPatroniAPIURLs, fmt.Sprintf("entry %d is empty", n), nil)
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, p.fail(keyPatroniAPIURLs, fmt.Sprintf("entry %d is not a valid URL", n), nil)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, p.fail(keyPatroniAPIURLs, fmt.Sprintf("entry %d (%q) is not an http:// or https:// URL with a host", n, u.Redacted()), nil)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// durationRule is a constraint on a duration key.
+type durationRule int
+
+const (
+	positive    durationRule = iota // > 0
+	nonNegative                     // >= 0
+)
+
+// duration reads key from own, or returns def when it is absent.
+func (p *parseState) duration(own map[string]string, key string, def time.Duration, rule durationRule) (time.Duration, error) {
+	v, ok := own[key]
+	if !ok {
+		return def, nil
+	}
+	d, problem, err := parseDuration(v)
+	if problem != "" {
+		return 0, p.badValue(key, v, problem, err)
+	}
+	switch {
+	case rule == positive && d <= 0:
+		return 0, p.badValue(key, v, "must be greater than zero", nil)
+	case rule == nonNegative && d < 0:
+		return 0, p.badValue(key, v, "must not be negative", nil)
+	}
+	return d, nil
+}
+
+// parseDuration reads Go duration syntax ("250ms", "1m30s") or a bare
+// whole number of milliseconds ("250", "-5"). It returns a problem
+// description instead of an error message so the caller can name the key.
+func parseDuration(s string) (d time.Duration, problem string, err error) {
+	if isInteger(s) {
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+			return 0, "is out of range", err
+		}
+		return time.Duration(ms) * time.Millisecond, "", nil
+	}
+	d, err = time.ParseDuration(s)
+	if err != nil {
+		return 0, `is not a duration: write it like "250ms" or "2s", or as whole milliseconds`, err
+	}
+	return d, "", nil
+}
+
+// isInteger reports whether s is an optionally signed run of ASCII digits.
+func isInteger(s string) bool {
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		s = s[1:]
+	}
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
