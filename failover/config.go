@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Defaults. ParseConfig is the only place that applies them.
@@ -98,6 +100,15 @@ type Config struct {
 	MeterProvider  metric.MeterProvider // nil means the otel global provider
 	TracerProvider trace.TracerProvider // nil means the otel global provider
 	Logger         *slog.Logger         // nil means silent
+
+	// Topology, when set, tells the Pool of hosts beyond the connection
+	// string's, and of their claimed roles and zones, as they come and go.
+	// Its members are merged with the connection string's hosts, which
+	// always stay. Nil means the connection string's hosts only.
+	Topology topology.Source
+
+	// clock is the Pool's time source; nil means the wall clock.
+	clock clock.Clock
 
 	// connString is the string the caller passed to ParseConfig. pgx may
 	// have been given a rewritten one (see rewriteConnString), so

@@ -59,8 +59,10 @@ func dedupHosts(hosts []Host) []Host {
 // A Host without variants (one added to Hosts by hand) gets the template's
 // TLS settings with ServerName set to its own name, and no TLS at all when
 // it is a unix socket.
-func (c *Config) hostPoolConfig(i int) *pgxpool.Config {
-	h := c.Hosts[i]
+func (c *Config) hostPoolConfig(i int) *pgxpool.Config { return c.hostConfig(c.Hosts[i]) }
+
+// hostConfig returns the pgxpool config for host h; see hostPoolConfig.
+func (c *Config) hostConfig(h Host) *pgxpool.Config {
 	pc := c.Config.Copy()
 	cc := pc.ConnConfig
 	cc.ValidateConnect = nil

@@ -35,7 +35,7 @@ type hostPool struct {
 // idle.
 func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{})}
-	cfg := p.cfg.hostPoolConfig(h)
+	cfg := p.cfg.hostConfig(h)
 	hp.probe.config = cfg.ConnConfig.Copy()
 	hp.probe.beforeConnect = cfg.BeforeConnect
 

@@ -12,10 +12,21 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
-// probeSQL asks a server for its role and for the zone it advertises (a
-// placeholder setting in postgresql.conf; NULL where unset). It is one
-// round trip on an open connection.
-const probeSQL = "SELECT pg_is_in_recovery(), current_setting('pgfailover.zone', true)"
+// probeSQL asks a server whether it is read-only, and for the zone it
+// advertises (a placeholder setting in postgresql.conf; NULL where unset).
+// It is one round trip on an open connection.
+//
+// A server is read-only when it is in recovery, or when its own
+// configuration makes every transaction read-only (a primary fenced by its
+// operator): such a server refuses writes just as a standby does, so it
+// ranks as one. default_transaction_read_only set for the application's
+// role or database is the application's choice and does not count; it
+// shows in pg_settings with another source. The pg_settings scan runs only
+// when the setting is on.
+const probeSQL = `SELECT pg_is_in_recovery() OR (current_setting('default_transaction_read_only') = 'on' AND EXISTS (
+	SELECT FROM pg_settings WHERE name = 'default_transaction_read_only'
+	AND source IN ('configuration file', 'command line', 'environment variable', 'override'))),
+	current_setting('pgfailover.zone', true)`
 
 // fastProbeInterval is how often every host is probed while a call waits
 // for a usable host. PostgreSQL tells an idle session nothing when its

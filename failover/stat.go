@@ -17,6 +17,7 @@ type Stat struct {
 // HostStat is one host's health and pool statistics.
 type HostStat struct {
 	hosthealth.HostStatus
+	Tier hosthealth.Tier // the host's zone tier for the Pool's target
 	Pool *pgxpool.Stat
 }
 
@@ -30,7 +31,8 @@ func (p *Pool) Stat() *Stat {
 			continue // removed since the table was read
 		}
 		st.State = st.StateFor(p.cfg.Target)
-		s.hosts = append(s.hosts, HostStat{HostStatus: st, Pool: h.pool.Stat()})
+		tier := hosthealth.ZoneTier(p.cfg.Target, p.cfg.Zone, st.Zone)
+		s.hosts = append(s.hosts, HostStat{HostStatus: st, Tier: tier, Pool: h.pool.Stat()})
 	}
 	return s
 }

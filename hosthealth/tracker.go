@@ -246,15 +246,19 @@ func (t *Tracker) set(h *HostStatus, state State, role Role) {
 }
 
 // tierOf returns the tier, for target, of a host whose known zone is zone.
-func (t *Tracker) tierOf(target Target, zone string) Tier {
+func (t *Tracker) tierOf(target Target, zone string) Tier { return ZoneTier(target, t.zone, zone) }
+
+// ZoneTier returns the tier, for target, of a host in hostZone seen from a
+// client in clientZone ("" for unknown or unset).
+func ZoneTier(target Target, clientZone, hostZone string) Tier {
 	switch {
-	case target == TargetPrimary || t.zone == "":
+	case target == TargetPrimary || clientZone == "":
 		// Writes follow the primary wherever it is, and a client with no
 		// zone has no preference.
 		return TierSame
-	case zone == "":
+	case hostZone == "":
 		return TierUnknown
-	case strings.EqualFold(zone, t.zone):
+	case strings.EqualFold(hostZone, clientZone):
 		return TierSame
 	default:
 		return TierOther
