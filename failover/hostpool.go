@@ -26,6 +26,7 @@ type hostPool struct {
 	stopProbe context.CancelFunc // ends the probe loop; nil until it starts
 	probeDone chan struct{}      // closed when the probe loop has returned
 	retired   atomic.Bool        // the host left the topology; its pool drains
+	probes    atomic.Int64       // probes sent, for Stat
 }
 
 // newHostPool builds the pgxpool of host h. No connection is made here

@@ -104,6 +104,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	results := make([]probeResult, len(hosts))
 	var wg sync.WaitGroup
 	for i, h := range hosts {
+		h.probes.Add(1)
 		wg.Go(func() { results[i] = h.probe.run(ctx, p.probeTimeout()) })
 	}
 	wg.Wait()
@@ -177,6 +178,7 @@ func (p *Pool) startProbe(h *hostPool) {
 			case <-*p.wake.Load():
 				t.Stop()
 			}
+			h.probes.Add(1)
 			p.observe(h, h.probe.run(ctx, p.probeTimeout()))
 		}
 	})

@@ -18,7 +18,11 @@ type Stat struct {
 type HostStat struct {
 	hosthealth.HostStatus
 	Tier hosthealth.Tier // the host's zone tier for the Pool's target
-	Pool *pgxpool.Stat
+	// Probes is the number of health probes sent to the host so far. While
+	// calls wait for a usable host, every host is probed every few
+	// milliseconds; this shows what that cost.
+	Probes int64
+	Pool   *pgxpool.Stat
 }
 
 // Stat returns a snapshot of every host's health and pool.
@@ -32,7 +36,7 @@ func (p *Pool) Stat() *Stat {
 		}
 		st.State = st.StateFor(p.cfg.Target)
 		tier := hosthealth.ZoneTier(p.cfg.Target, p.cfg.Zone, st.Zone)
-		s.hosts = append(s.hosts, HostStat{HostStatus: st, Tier: tier, Pool: h.pool.Stat()})
+		s.hosts = append(s.hosts, HostStat{HostStatus: st, Tier: tier, Probes: h.probes.Load(), Pool: h.pool.Stat()})
 	}
 	return s
 }

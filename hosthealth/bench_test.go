@@ -11,22 +11,29 @@ import (
 
 var benchSizes = []int{3, 16, 64}
 
-// benchTracker returns a replica tracker over n hosts in three zones, with
-// a mix of states so that the ranking is not trivial.
-func benchTracker(n int) *Tracker {
+func benchAddr(i int) string { return fmt.Sprintf("10.0.%d.%d:5432", i/250, i%250) }
+
+// benchHosts returns n hosts in three zones.
+func benchHosts(n int) []Host {
 	hosts := make([]Host, n)
 	for i := range hosts {
-		hosts[i] = Host{Addr: fmt.Sprintf("10.0.%d.%d:5432", i/250, i%250), Zone: fmt.Sprintf("eu-1%c", 'a'+i%3)}
+		hosts[i] = Host{Addr: benchAddr(i), Zone: fmt.Sprintf("eu-1%c", 'a'+i%3)}
 	}
-	tr := NewTracker(hosts, Options{Target: TargetReplica, Zone: "eu-1b"})
+	return hosts
+}
+
+// benchTracker returns a tracker over n hosts in three zones, with a mix
+// of states and roles so that no ranking is trivial.
+func benchTracker(n int) *Tracker {
+	tr := NewTracker(benchHosts(n), Options{Zone: "eu-1b"})
 	for i := range n {
 		switch i % 4 {
 		case 0:
-			tr.ObserveFailure(i, Transport)
+			tr.ObserveFailure(benchAddr(i), Transport)
 		case 1, 2:
-			tr.ObserveConnect(i, RoleReplica)
+			tr.ObserveConnect(benchAddr(i), RoleReplica)
 		case 3:
-			tr.ObserveConnect(i, RolePrimary)
+			tr.ObserveConnect(benchAddr(i), RolePrimary)
 		}
 	}
 	return tr
@@ -38,7 +45,7 @@ func BenchmarkPick(b *testing.B) {
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				tr.Pick()
+				tr.Snapshot().Pick(TargetReplica)
 			}
 		})
 	}
@@ -52,12 +59,29 @@ func BenchmarkPickParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				sum := 0
 				for pb.Next() {
-					sum += tr.Pick()
+					sum += tr.Snapshot().Pick(TargetReplica)
 				}
 				if sum < 0 {
 					b.Error("negative pick")
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkPickUsable measures what a call does before it dials: take the
+// snapshot, pick, and check that the host can take the call.
+func BenchmarkPickUsable(b *testing.B) {
+	for _, n := range benchSizes {
+		tr := benchTracker(n)
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s := tr.Snapshot()
+				if i := s.Pick(TargetAny); i < 0 || !s.Usable(i, TargetAny) {
+					b.Fatal("no usable host")
+				}
+			}
 		})
 	}
 }
@@ -68,6 +92,7 @@ func BenchmarkPickParallel(b *testing.B) {
 func BenchmarkPickWhileObserving(b *testing.B) {
 	for _, n := range benchSizes {
 		tr := benchTracker(n)
+		addr := benchAddr(1)
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			stop := make(chan struct{})
@@ -82,16 +107,16 @@ func BenchmarkPickWhileObserving(b *testing.B) {
 					default:
 					}
 					if k%2 == 0 {
-						tr.ObserveFailure(1, Transport)
+						tr.ObserveFailure(addr, Transport)
 					} else {
-						tr.ObserveConnect(1, RoleReplica)
+						tr.ObserveConnect(addr, RoleReplica)
 					}
 				}
 			}()
 			b.RunParallel(func(pb *testing.PB) {
 				sum := 0
 				for pb.Next() {
-					sum += tr.Pick()
+					sum += tr.Snapshot().Pick(TargetReplica)
 				}
 				if sum < 0 {
 					b.Error("negative pick")
@@ -109,9 +134,10 @@ func BenchmarkRanking(b *testing.B) {
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				for _, i := range tr.Ranking() {
-					if i < 0 {
-						b.Fatal("negative index")
+				s := tr.Snapshot()
+				for _, i := range s.Ranking(TargetPreferReplica) {
+					if !s.Usable(i, TargetPreferReplica) {
+						break
 					}
 				}
 			}
@@ -120,18 +146,19 @@ func BenchmarkRanking(b *testing.B) {
 }
 
 // BenchmarkObserveChange measures a write that changes a host's state and
-// so rebuilds the snapshot.
+// so rebuilds the snapshot, with every target's ranking.
 func BenchmarkObserveChange(b *testing.B) {
 	for _, n := range benchSizes {
 		tr := benchTracker(n)
+		addr := benchAddr(1)
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			k := 0
 			for b.Loop() {
 				if k%2 == 0 {
-					tr.ObserveFailure(1, Transport)
+					tr.ObserveFailure(addr, Transport)
 				} else {
-					tr.ObserveConnect(1, RoleReplica)
+					tr.ObserveConnect(addr, RoleReplica)
 				}
 				k++
 			}
@@ -143,9 +170,24 @@ func BenchmarkObserveChange(b *testing.B) {
 // success on a host that is already Healthy.
 func BenchmarkObserveUnchanged(b *testing.B) {
 	tr := benchTracker(16)
+	addr := benchAddr(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		tr.ObserveConnect(1, RoleReplica)
+		tr.ObserveConnect(addr, RoleReplica)
+	}
+}
+
+// BenchmarkSetHosts measures a topology update that keeps every host.
+func BenchmarkSetHosts(b *testing.B) {
+	for _, n := range benchSizes {
+		tr := benchTracker(n)
+		hosts := benchHosts(n)
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tr.SetHosts(hosts)
+			}
+		})
 	}
 }
 

@@ -245,8 +245,14 @@ func hasType[E error](err error) bool {
 // when acquired, so for a pool the error means the second case, and the
 // statement may have run. DidNotRun recognises it by pgconn.ErrConnClosed,
 // never by its text.
+//
+// A failed connect (*pgconn.ConnectError) did not run anything either: the
+// connection never opened for the statement.
 func DidNotRun(err error) bool {
 	if pgconn.SafeToRetry(err) && !errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return true
 	}
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {

@@ -1,61 +1,104 @@
-// Package hosthealth keeps the client's view of a set of PostgreSQL hosts
-// and decides which one to try next. It is pure logic: observations go in,
-// a ranking comes out, the clock is injected, and nothing here does I/O or
-// starts goroutines.
+// Package hosthealth keeps the client's view of a changing set of
+// PostgreSQL hosts and decides which one to try next for each kind of
+// call. It is pure logic: observations go in, rankings come out, the clock
+// is injected, and nothing here does I/O or starts goroutines.
 //
 // # Model
 //
-// Each host has a [State], best first:
+// A [Tracker] holds facts about each host, never a verdict for a target:
 //
-//	Healthy          the last connect, probe or query worked, in the right role
+//	State    reachability: Healthy, Unknown, TransientReject or TransportError
+//	Role     the role the server reported (primary, replica, or unknown)
+//	Claimed  the role a topology source claims; a hint until the server speaks
+//	Zone     configured, announced, or advertised later by the server
+//	Since    when State or Role last changed, by the injected clock
+//
+// The states, best first:
+//
+//	Healthy          the last connect, probe or query worked: the server answered
 //	Unknown          not tried yet, or reset when a new outage began
 //	TransientReject  the server said "try again soon" (57P03, 53300, 53400)
 //	TransportError   unreachable, or the connection broke (dial, TLS, EOF, 57P01, 57P02)
-//	TopologyReject   reachable, but the wrong role for the target
 //
-// and a zone [Tier], best first: [TierSame] (the host's zone matches the
-// client's zone, case-insensitively, or the client set no zone, or the
-// target is the primary, since writes follow the primary wherever it is),
-// [TierUnknown] (no zone known for the host yet) and [TierOther].
+// A write refused by a read-only server (25006, a [Topology] failure) is a
+// fact about the host too: it is reachable and a replica, so
+// [Tracker.ObserveFailure] makes it Healthy in the replica role.
 //
-// Hosts are ranked by (state, tier). Ties keep the order the hosts were
-// given in (the DSN order); nothing is shuffled, so a Healthy host in the
-// client's zone stays the first pick from one round to the next.
-//
-// # Outages
-//
-// The first failure after a successful connect starts an outage. At that
-// moment every Healthy host in another zone is reset to Unknown: a walk
-// then tries the local hosts again before it settles on a remote one, so
-// traffic comes home once the local hosts recover. A Healthy host in the
-// client's zone is left alone and keeps the first place. The outage ends
-// at the next connect that finds a Healthy host.
-//
-// When a connection breaks mid-stream, report the failure with
-// [Tracker.ObserveFailure] before asking [Tracker.Pick] for the next host;
-// Pick reads the state as of the last observation.
+// Hosts are identified by address. [Tracker.SetHosts] replaces the set, as
+// the connection string or a cluster manager such as Patroni describes it:
+// a host that stays keeps its state, role and advertised zone, and takes
+// the new claimed role (and configured zone, if one is given); a new host
+// starts Unknown; a host left out is forgotten; when an address appears
+// twice the first entry wins. Observations about an address that is not
+// tracked, such as the answer to a call still in flight on a removed host,
+// are ignored.
 //
 // # Targets
 //
-// A [Target] names the role a usable host must have, using libpq's
-// target_session_attrs spellings (see [ParseTarget]). A connect that finds
-// a server in a role the target does not accept marks it TopologyReject.
-// Under [TargetPreferReplica] both roles are accepted, but a primary ranks
-// as if it were TopologyReject while any replica is usable; its reported
-// State stays Healthy.
+// A [Target] names the role a call needs, using libpq's
+// target_session_attrs spellings (see [ParseTarget]). How a host ranks for
+// a target is derived from the facts by [HostStatus.StateFor]: a host whose
+// role, reported or else claimed, the target does not accept ranks as
+// TopologyReject, and so does a server that answered without telling its
+// role. Under [TargetPreferReplica] both roles are accepted, but a primary
+// ranks as TopologyReject while any replica is Healthy or Unknown; see
+// [Snapshot.State].
+//
+// Each target has its own ranking, by (state for the target, zone tier),
+// with ties in the order the hosts were given; nothing is shuffled, so a
+// Healthy host in the client's zone stays the first pick from one round to
+// the next. The zone [Tier], best first, is [TierSame] (the host's zone
+// matches the client's, case-insensitively, or the client set no zone, or
+// the target is the primary, since writes follow the primary wherever it
+// is), [TierUnknown] (no zone known for the host yet) and [TierOther]; see
+// [ZoneTier]. The
+// same observations thus put the primary first for [TargetPrimary] and a
+// local replica first for [TargetReplica], from one tracker.
+//
+// # Outages
+//
+// The first failure after a success starts an outage. At that moment every
+// Healthy host known to be in another zone than the client's is reset to
+// Unknown, keeping its role: a walk then tries the local hosts again before
+// it settles on a remote one, so traffic comes home once the local hosts
+// recover. A Healthy host in the client's zone, or in no known zone, is left
+// alone and keeps the first place. The outage ends at the next connect that
+// brings a host back from any other state to Healthy; a connect to a host
+// that was already Healthy, even one that reports a new role, does not end
+// it.
+//
+// When a connection breaks mid-stream, report the failure with
+// [Tracker.ObserveFailure] before picking the next host: a snapshot taken
+// afterwards reflects it.
 //
 // # Errors
 //
 // [Classify] sorts an error from pgx into a [Class] using SQLSTATE codes
 // and Go error types only: Terminal errors (bad credentials, missing
-// database) stop a walk, Topology, Transient and Transport errors demote
-// the host, and NotFailover errors (ordinary SQL errors, a cancelled
-// context) leave it alone.
+// database) stop a walk, Topology, Transient and Transport errors are
+// facts about the host, and NotFailover errors (ordinary SQL errors, a
+// cancelled context) leave it alone. [DidNotRun] answers a different
+// question, whether the statement may be sent again elsewhere: only when
+// the error proves that the server did not run it. [ReportedRole] and
+// [RecoveryRole] turn the server's in_hot_standby status or
+// pg_is_in_recovery() into a [Role].
 //
 // # Concurrency
 //
-// A [Tracker] publishes an immutable snapshot through an atomic pointer.
-// Pick, Ranking, Status and Role never block and do not allocate; the
-// Observe methods serialize on a mutex and rebuild the snapshot only when
-// something changed.
+// Readers call [Tracker.Snapshot] and read the immutable [Snapshot] it
+// returns: every target's ranking is computed when the snapshot is
+// published, so [Snapshot.Pick], [Snapshot.Ranking], [Snapshot.State] and
+// [Snapshot.Usable] never block and do not allocate. Host indexes are
+// positions in one snapshot; keep addresses, not indexes, across
+// snapshots.
+//
+// Writers (SetHosts and the Observe methods) serialize on a mutex and
+// publish a new snapshot only when something changed; the common
+// observation that changes nothing, such as a success on a host already
+// Healthy, returns without locking or allocating. Publishing closes
+// the previous snapshot's [Snapshot.Changed] channel, so a call that finds
+// no usable host takes a snapshot, and if nothing in it is usable, waits on
+// that snapshot's Changed channel (and its context): no change can slip
+// between the look and the wait, and observations that change nothing wake
+// no one.
 package hosthealth

@@ -12,11 +12,14 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
-func show(tr *hosthealth.Tracker, step string) {
+// show prints the current ranking for target, best first, with the state
+// each host ranks with and the role its server reported.
+func show(tr *hosthealth.Tracker, target hosthealth.Target, step string) {
 	fmt.Println(step)
-	for _, i := range tr.Ranking() {
-		s := tr.Status(i)
-		fmt.Printf("  %-10s %-16s %s\n", s.Addr, s.State, s.Role)
+	s := tr.Snapshot()
+	for _, i := range s.Ranking(target) {
+		h := s.Host(i)
+		fmt.Printf("  %-10s %-16s %s\n", h.Addr, s.State(i, target), h.Role)
 	}
 }
 
@@ -24,30 +27,33 @@ func show(tr *hosthealth.Tracker, step string) {
 func Example() {
 	tr := hosthealth.NewTracker([]hosthealth.Host{
 		{Addr: "db-a:5432"}, {Addr: "db-b:5432"}, {Addr: "db-c:5432"},
-	}, hosthealth.Options{Target: hosthealth.TargetPrimary})
+	}, hosthealth.Options{})
+	w := hosthealth.TargetPrimary
 
 	// Start-up: every host is probed once.
-	tr.ObserveConnect(0, hosthealth.RolePrimary)
-	tr.ObserveConnect(1, hosthealth.RoleReplica)
-	tr.ObserveConnect(2, hosthealth.RoleReplica)
-	show(tr, "probed:")
+	tr.ObserveConnect("db-a:5432", hosthealth.RolePrimary)
+	tr.ObserveConnect("db-b:5432", hosthealth.RoleReplica)
+	tr.ObserveConnect("db-c:5432", hosthealth.RoleReplica)
+	show(tr, w, "probed:")
 
 	// db-a crashes under a running query and pgx reports an unexpected
 	// EOF. Mark the host before picking the next one.
-	tr.ObserveFailure(tr.Pick(), hosthealth.Classify(io.ErrUnexpectedEOF))
-	show(tr, "db-a lost:")
+	s := tr.Snapshot()
+	tr.ObserveFailure(s.Host(s.Pick(w)).Addr, hosthealth.Classify(io.ErrUnexpectedEOF))
+	show(tr, w, "db-a lost:")
 
 	// The walk tries db-a (refused) and then db-b, which has been
 	// promoted in the meantime.
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-	tr.ObserveFailure(0, hosthealth.Classify(refused))
-	tr.ObserveConnect(1, hosthealth.RolePrimary)
-	show(tr, "db-b promoted:")
+	tr.ObserveFailure("db-a:5432", hosthealth.Classify(refused))
+	tr.ObserveConnect("db-b:5432", hosthealth.RolePrimary)
+	show(tr, w, "db-b promoted:")
 
 	// db-a comes back as a standby of db-b.
-	tr.ObserveConnect(0, hosthealth.RoleReplica)
-	show(tr, "db-a rejoined:")
-	fmt.Println("writes go to", tr.Status(tr.Pick()).Addr)
+	tr.ObserveConnect("db-a:5432", hosthealth.RoleReplica)
+	show(tr, w, "db-a rejoined:")
+	s = tr.Snapshot()
+	fmt.Println("writes go to", s.Host(s.Pick(w)).Addr)
 
 	// Output:
 	// probed:
@@ -77,22 +83,23 @@ func ExampleTracker_zones() {
 		{Addr: "r1:5432", Zone: "eu-1a"},
 		{Addr: "r2:5432", Zone: "eu-1b"},
 		{Addr: "r3:5432"}, // zone advertised by the server later
-	}, hosthealth.Options{Target: hosthealth.TargetReplica, Zone: "eu-1a"})
+	}, hosthealth.Options{Zone: "eu-1a"})
+	r := hosthealth.TargetReplica
 
-	tr.ObserveConnect(0, hosthealth.RoleReplica)
-	tr.ObserveConnect(1, hosthealth.RoleReplica)
-	tr.ObserveConnect(2, hosthealth.RoleReplica)
-	tr.ObserveZone(2, "EU-1A") // zones compare case-insensitively
-	show(tr, "all up:")
+	tr.ObserveConnect("r1:5432", hosthealth.RoleReplica)
+	tr.ObserveConnect("r2:5432", hosthealth.RoleReplica)
+	tr.ObserveConnect("r3:5432", hosthealth.RoleReplica)
+	tr.ObserveZone("r3:5432", "EU-1A") // zones compare case-insensitively
+	show(tr, r, "all up:")
 
 	// r3 refuses connections while it restarts.
-	tr.ObserveFailure(2, hosthealth.Classify(&pgconn.PgError{Code: "57P03"}))
-	show(tr, "r3 restarting:")
+	tr.ObserveFailure("r3:5432", hosthealth.Classify(&pgconn.PgError{Code: "57P03"}))
+	show(tr, r, "r3 restarting:")
 
 	// r3 is back. r2 is probed again and found healthy.
-	tr.ObserveConnect(2, hosthealth.RoleReplica)
-	tr.ObserveConnect(1, hosthealth.RoleReplica)
-	show(tr, "r3 back:")
+	tr.ObserveConnect("r3:5432", hosthealth.RoleReplica)
+	tr.ObserveConnect("r2:5432", hosthealth.RoleReplica)
+	show(tr, r, "r3 back:")
 
 	// Output:
 	// all up:
@@ -107,6 +114,93 @@ func ExampleTracker_zones() {
 	//   r1:5432    healthy          replica
 	//   r3:5432    healthy          replica
 	//   r2:5432    healthy          replica
+}
+
+// One tracker serves every target: the facts are shared, and each target
+// ranks them its own way.
+func ExampleSnapshot_Ranking() {
+	tr := hosthealth.NewTracker([]hosthealth.Host{
+		{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"},
+	}, hosthealth.Options{})
+	tr.ObserveConnect("p:5432", hosthealth.RolePrimary)
+	tr.ObserveConnect("r1:5432", hosthealth.RoleReplica)
+	tr.ObserveFailure("r2:5432", hosthealth.Transport)
+
+	s := tr.Snapshot()
+	for _, target := range []hosthealth.Target{
+		hosthealth.TargetPrimary, hosthealth.TargetAny, hosthealth.TargetReplica, hosthealth.TargetPreferReplica,
+	} {
+		fmt.Printf("%-15s", target)
+		for _, i := range s.Ranking(target) {
+			fmt.Printf(" %s(%s)", s.Host(i).Addr, s.State(i, target))
+		}
+		fmt.Println()
+	}
+	// Output:
+	// read-write      p:5432(healthy) r2:5432(transport-error) r1:5432(topology-reject)
+	// any             p:5432(healthy) r1:5432(healthy) r2:5432(transport-error)
+	// read-only       r1:5432(healthy) r2:5432(transport-error) p:5432(topology-reject)
+	// prefer-standby  r1:5432(healthy) r2:5432(transport-error) p:5432(topology-reject)
+}
+
+// A topology source such as Patroni replaces the host set. Hosts that
+// stay keep what was learnt about them; new ones start Unknown, ranked by
+// the role the source claims for them until their server says otherwise.
+func ExampleTracker_SetHosts() {
+	tr := hosthealth.NewTracker([]hosthealth.Host{
+		{Addr: "a:5432"}, {Addr: "b:5432"},
+	}, hosthealth.Options{})
+	tr.ObserveConnect("a:5432", hosthealth.RolePrimary)
+	tr.ObserveFailure("b:5432", hosthealth.Transport)
+
+	// b is decommissioned and c joins as a replica.
+	tr.SetHosts([]hosthealth.Host{
+		{Addr: "a:5432", Claimed: hosthealth.RolePrimary},
+		{Addr: "c:5432", Claimed: hosthealth.RoleReplica},
+	})
+	tr.ObserveFailure("b:5432", hosthealth.Transport) // a call in flight on b: ignored
+
+	s := tr.Snapshot()
+	for _, h := range s.Hosts() {
+		fmt.Printf("%s %s, role %s, claimed %s\n", h.Addr, h.State, h.Role, h.Claimed)
+	}
+	_, ok := s.Lookup("b:5432")
+	fmt.Println("b tracked:", ok)
+	c, _ := s.Lookup("c:5432")
+	fmt.Println("c for writes:", s.State(c, hosthealth.TargetPrimary))
+	fmt.Println("c for reads:", s.State(c, hosthealth.TargetReplica))
+	// Output:
+	// a:5432 healthy, role primary, claimed primary
+	// c:5432 unknown, role unknown, claimed replica
+	// b tracked: false
+	// c for writes: topology-reject
+	// c for reads: unknown
+}
+
+// A call that finds no usable host waits for the next snapshot instead of
+// polling. Taking the snapshot first and then waiting on its Changed
+// channel cannot miss a change.
+func ExampleSnapshot_Changed() {
+	tr := hosthealth.NewTracker([]hosthealth.Host{{Addr: "r:5432"}}, hosthealth.Options{})
+	tr.ObserveFailure("r:5432", hosthealth.Transport)
+
+	found := make(chan string)
+	go func() {
+		for {
+			s := tr.Snapshot()
+			if i := s.Pick(hosthealth.TargetReplica); i >= 0 && s.Usable(i, hosthealth.TargetReplica) {
+				found <- s.Host(i).Addr
+				return
+			}
+			<-s.Changed() // in real code, also select on ctx.Done()
+		}
+	}()
+
+	// A probe finds the replica back.
+	tr.ObserveConnect("r:5432", hosthealth.RoleReplica)
+	fmt.Println("using", <-found)
+	// Output:
+	// using r:5432
 }
 
 func ExampleClassify() {
@@ -129,6 +223,36 @@ func ExampleClassify() {
 	// transport
 	// not-failover
 	// not-failover
+}
+
+// DidNotRun tells whether a statement may be sent again elsewhere: only
+// when the error proves the server did not run it.
+func ExampleDidNotRun() {
+	for _, err := range []error{
+		fmt.Errorf("insert: %w", &pgconn.PgError{Code: "25006"}), // refused by a standby
+		&pgconn.PgError{Code: "57P03"},                           // starting up
+		&pgconn.PgError{Code: "23505"},                           // it ran, and failed
+		io.ErrUnexpectedEOF,                                      // the answer was lost: it may have run
+	} {
+		fmt.Println(hosthealth.DidNotRun(err))
+	}
+	// Output:
+	// true
+	// true
+	// false
+	// false
+}
+
+func ExampleReportedRole() {
+	// The in_hot_standby parameter status, as pgconn's ParameterStatus
+	// returns it; "" from a server older than PostgreSQL 14.
+	for _, v := range []string{"on", "off", ""} {
+		fmt.Printf("%q: %s\n", v, hosthealth.ReportedRole(v))
+	}
+	// Output:
+	// "on": replica
+	// "off": primary
+	// "": unknown
 }
 
 func ExampleParseTarget() {

@@ -8,91 +8,181 @@ import (
 	"time"
 )
 
-// model is a deliberately naive restatement of the tracker's rules, used
-// as the oracle for FuzzTracker.
+// model is a deliberately naive restatement of the tracker's rules over
+// facts, used as the oracle for FuzzTracker. It shares no code with the
+// tracker: targets, tiers and rankings are worked out from scratch.
 type model struct {
-	target Target
-	zone   string
-	hosts  []modelHost
+	zone   string      // the client's
+	config []Host      // the list last given to SetHosts, duplicates and all
+	hosts  []modelHost // the tracked hosts, first entry of each address
 	outage bool
+	now    int // clock reading, in steps
 }
 
 type modelHost struct {
-	state State
-	role  Role
-	zone  string
+	addr    string
+	state   State
+	role    Role // reported
+	claimed Role
+	zone    string
+	since   int
 }
 
-func (m *model) tier(zone string) Tier {
-	if m.target == TargetPrimary || m.zone == "" {
-		return TierSame
+func (m *model) find(addr string) *modelHost {
+	for i := range m.hosts {
+		if m.hosts[i].addr == addr {
+			return &m.hosts[i]
+		}
 	}
-	if zone == "" {
-		return TierUnknown
-	}
-	if strings.ToLower(zone) == strings.ToLower(m.zone) {
-		return TierSame
-	}
-	return TierOther
+	return nil
 }
 
-func (m *model) connect(i int, r Role) {
-	m.hosts[i].role = r
-	if m.target.Accepts(r) {
-		m.hosts[i].state = Healthy
-		m.outage = false
-	} else {
-		m.hosts[i].state = TopologyReject
+// set moves h to state and role, stamping since when either changes.
+func (m *model) set(h *modelHost, state State, role Role) {
+	if h.state != state || h.role != role {
+		h.state, h.role, h.since = state, role, m.now
 	}
 }
 
-func (m *model) fail(i int, c Class) {
-	next := map[Class]State{Topology: TopologyReject, Transient: TransientReject, Transport: TransportError}
-	s, ok := next[c]
-	if !ok {
+func (m *model) setHosts(config []Host) {
+	m.config = slices.Clone(config)
+	var next []modelHost
+	for _, c := range config {
+		dup := false
+		for _, h := range next {
+			dup = dup || h.addr == c.Addr
+		}
+		if dup {
+			continue
+		}
+		h := modelHost{addr: c.Addr, state: Unknown, zone: c.Zone, since: m.now}
+		if old := m.find(c.Addr); old != nil {
+			h = *old
+			if c.Zone != "" {
+				h.zone = c.Zone
+			}
+		}
+		h.claimed = c.Claimed
+		next = append(next, h)
+	}
+	m.hosts = next
+}
+
+func (m *model) connect(addr string, r Role) {
+	h := m.find(addr)
+	if h == nil {
+		return
+	}
+	if h.state != Healthy {
+		m.outage = false // a host came back
+	}
+	m.set(h, Healthy, r)
+}
+
+func (m *model) fail(addr string, c Class) {
+	h := m.find(addr)
+	if h == nil {
+		return
+	}
+	state, role := h.state, h.role
+	switch c {
+	case Topology:
+		state, role = Healthy, RoleReplica
+	case Transient:
+		state = TransientReject
+	case Transport:
+		state = TransportError
+	default:
 		return
 	}
 	if !m.outage {
 		m.outage = true
 		for j := range m.hosts {
-			if m.hosts[j].state == Healthy && m.tier(m.hosts[j].zone) == TierOther {
-				m.hosts[j].state = Unknown
+			o := &m.hosts[j]
+			remote := m.zone != "" && o.zone != "" && strings.ToLower(o.zone) != strings.ToLower(m.zone)
+			if o.addr != addr && o.state == Healthy && remote {
+				m.set(o, Unknown, o.role)
 			}
 		}
 	}
-	m.hosts[i].state = s
+	m.set(h, state, role)
 }
 
-func (m *model) observeZone(i int, z string) {
-	if z != "" {
-		m.hosts[i].zone = z
+func (m *model) observeZone(addr, z string) {
+	if h := m.find(addr); h != nil && z != "" {
+		h.zone = z
 	}
+}
+
+// stateFor is the state h ranks with for target before the prefer-standby
+// demotion.
+func (m *model) stateFor(h modelHost, target Target) State {
+	role := h.role
+	if role == RoleUnknown {
+		role = h.claimed
+	}
+	var ok bool
+	switch target {
+	case TargetPrimary:
+		ok = role == RolePrimary
+	case TargetReplica:
+		ok = role == RoleReplica
+	default:
+		ok = role != RoleUnknown
+	}
+	switch {
+	case h.state == Healthy && !ok:
+		return TopologyReject
+	case h.state == Unknown && role != RoleUnknown && !ok:
+		return TopologyReject
+	}
+	return h.state
+}
+
+// rankState is stateFor with prefer-standby's demotion of primaries.
+func (m *model) rankState(h modelHost, target Target) State {
+	if target == TargetPreferReplica {
+		role := func(h modelHost) Role {
+			if h.role != RoleUnknown {
+				return h.role
+			}
+			return h.claimed
+		}
+		if role(h) == RolePrimary {
+			for _, o := range m.hosts {
+				if s := m.stateFor(o, target); role(o) == RoleReplica && (s == Healthy || s == Unknown) {
+					return TopologyReject
+				}
+			}
+		}
+	}
+	return m.stateFor(h, target)
+}
+
+func (m *model) tier(h modelHost, target Target) Tier {
+	switch {
+	case target == TargetPrimary || m.zone == "":
+		return TierSame
+	case h.zone == "":
+		return TierUnknown
+	case strings.ToLower(h.zone) == strings.ToLower(m.zone):
+		return TierSame
+	}
+	return TierOther
 }
 
 // ranking sorts by selection: repeatedly take the first remaining host
 // with the smallest (state, tier).
-func (m *model) ranking() []int {
-	replicaUsable := false
-	for _, h := range m.hosts {
-		if h.role == RoleReplica && (h.state == Healthy || h.state == Unknown || h.state == TransientReject) {
-			replicaUsable = true
-		}
-	}
-	rankState := func(h modelHost) State {
-		if m.target == TargetPreferReplica && h.role == RolePrimary && replicaUsable {
-			return TopologyReject
-		}
-		return h.state
-	}
+func (m *model) ranking(target Target) []int {
 	less := func(a, b modelHost) bool {
-		sa, sb := rankState(a), rankState(b)
+		sa, sb := m.rankState(a, target), m.rankState(b, target)
 		if sa != sb {
 			return sa < sb
 		}
-		return m.tier(a.zone) < m.tier(b.zone)
+		return m.tier(a, target) < m.tier(b, target)
 	}
 	taken := make([]bool, len(m.hosts))
-	var out []int
+	out := []int{}
 	for range m.hosts {
 		best := -1
 		for i, h := range m.hosts {
@@ -109,87 +199,201 @@ func (m *model) ranking() []int {
 	return out
 }
 
-var fuzzZones = []string{"", "eu-1a", "EU-1A", "eu-1b", "eu-1c"}
+// Limits that keep one input fast: SetHosts with duplicates is quadratic.
+const maxFuzzConfig, maxFuzzOps = 16, 256
 
+var (
+	fuzzZones = []string{"", "eu-1a", "EU-1A", "eu-1b", "eu-1c"}
+	// fuzzAddrs is the pool hosts are drawn from; observations may name an
+	// address that is not tracked (never added, or removed).
+	fuzzAddrs = []string{"h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9"}
+)
+
+// FuzzTracker feeds a tracker and the model the same operations and
+// compares every host's facts, Since, the four rankings, the ranking
+// states, the outage and whether a new snapshot was published.
+//
+// Input: byte 0 bit 0 sets the client's zone; byte 1 is the number of
+// starting hosts (1 + b%8); then one byte per starting host (zone in the
+// low nibble, claimed role in the high one). Then pairs (op, arg): op's
+// high nibble picks connect, fail, zone, add, remove or reclaim and its
+// low nibble the address (or the position, for remove and reclaim).
 func FuzzTracker(f *testing.F) {
-	f.Add([]byte{2, 1, 3, 1, 3, 0, 0x10, 2, 0x21, 2, 0x30, 3})
-	f.Add([]byte{3, 1, 4, 0, 1, 3, 2, 0x00, 1, 0x01, 2, 0x12, 3, 0x02, 2, 0x23, 1})
-	f.Add([]byte{0, 0, 2, 0, 0, 0x00, 1, 0x11, 2, 0x20, 4})
-	f.Add([]byte{1, 1, 8, 1, 2, 3, 4, 0, 1, 2, 3, 0x05, 2, 0x16, 1, 0x27, 3, 0x30, 4, 0x02, 1})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 3 {
-			return
-		}
-		target := Target(data[0] % 4)
-		clientZone := ""
-		if data[1]%2 == 1 {
-			clientZone = "eu-1a"
-		}
-		n := 1 + int(data[2])%8
-		data = data[3:]
-		if len(data) < n {
-			return
-		}
-		hosts := make([]Host, n)
-		m := &model{target: target, zone: clientZone, hosts: make([]modelHost, n)}
-		for i := range n {
-			z := fuzzZones[int(data[i])%len(fuzzZones)]
-			hosts[i] = Host{Addr: fmt.Sprintf("h%d", i), Zone: z}
-			m.hosts[i] = modelHost{state: Unknown, zone: z}
-		}
-		data = data[n:]
+	f.Add([]byte{1, 3, 0x01, 0x13, 0x20, 0x00, 2, 0x11, 2, 0x22, 1, 0x12, 3, 0x03, 1})
+	f.Add([]byte{1, 4, 0x01, 0x11, 0x23, 0x04, 0x00, 1, 0x01, 2, 0x12, 4, 0x31, 0x25, 0x02, 2, 0x23, 3, 0x10, 3})
+	f.Add([]byte{0, 2, 0x00, 0x10, 0x00, 0, 0x11, 2, 0x12, 2, 0x40, 0, 0x11, 4, 0x01, 1})
+	f.Add([]byte{1, 7, 1, 2, 3, 4, 0x11, 0x22, 0, 0x00, 2, 0x01, 2, 0x12, 3, 0x15, 4, 0x26, 3, 0x37, 0x14, 0x48, 0, 0x58, 0x21, 0x18, 2, 0x02, 1})
+	f.Add([]byte{1, 2, 0x03, 0x23, 0x00, 2, 0x11, 1, 0x11, 1, 0x01, 2, 0x50, 0x13, 0x40, 0, 0x10, 3})
+	f.Fuzz(fuzzTracker)
+}
 
-		clk := newFakeClock()
-		tr := NewTracker(hosts, Options{Target: target, Zone: clientZone, Now: clk.Now})
-		prev := tr.Statuses()
-		for len(data) >= 2 {
-			kind, i, arg := data[0]>>4, int(data[0]&0x0f)%n, data[1]
-			data = data[2:]
-			now := clk.Advance(time.Second)
-			var desc string
-			switch kind % 3 {
-			case 0:
-				r := Role(arg % 3)
-				desc = fmt.Sprintf("connect(%d, %v)", i, r)
-				tr.ObserveConnect(i, r)
-				m.connect(i, r)
-			case 1:
-				c := Class(arg % 5)
-				desc = fmt.Sprintf("fail(%d, %v)", i, c)
-				tr.ObserveFailure(i, c)
-				m.fail(i, c)
-			case 2:
-				z := fuzzZones[int(arg)%len(fuzzZones)]
-				desc = fmt.Sprintf("zone(%d, %q)", i, z)
-				tr.ObserveZone(i, z)
-				m.observeZone(i, z)
-			}
-
-			got := tr.Statuses()
-			for j, h := range got {
-				want := m.hosts[j]
-				if h.State != want.state || h.Role != want.role || h.Zone != want.zone || h.Tier != m.tier(want.zone) {
-					t.Fatalf("after %s: host %d is %v/%v/%q/%v, want %v/%v/%q/%v",
-						desc, j, h.State, h.Role, h.Zone, h.Tier, want.state, want.role, want.zone, m.tier(want.zone))
-				}
-				wantSince := prev[j].Since
-				if h.State != prev[j].State {
-					wantSince = now
-				}
-				if !h.Since.Equal(wantSince) {
-					t.Fatalf("after %s: host %d Since %v, want %v", desc, j, h.Since, wantSince)
-				}
-			}
-			if r, want := tr.Ranking(), m.ranking(); !slices.Equal(r, want) {
-				t.Fatalf("after %s: ranking %v, want %v", desc, r, want)
-			}
-			if tr.Pick() != tr.Ranking()[0] {
-				t.Fatalf("after %s: Pick %d, Ranking %v", desc, tr.Pick(), tr.Ranking())
-			}
-			if tr.inOutage() != m.outage {
-				t.Fatalf("after %s: outage %v, want %v", desc, tr.inOutage(), m.outage)
-			}
-			prev = got
+// fuzzTracker runs one FuzzTracker input.
+func fuzzTracker(t *testing.T, data []byte) {
+	if len(data) < 2 {
+		return
+	}
+	clientZone := ""
+	if data[0]%2 == 1 {
+		clientZone = "eu-1a"
+	}
+	n := 1 + int(data[1])%8
+	data = data[2:]
+	if len(data) < n {
+		return
+	}
+	hosts := make([]Host, n)
+	for i := range n {
+		hosts[i] = Host{
+			Addr:    fuzzAddrs[i],
+			Zone:    fuzzZones[int(data[i]&0x0f)%len(fuzzZones)],
+			Claimed: Role(data[i] >> 4 % 3),
 		}
-	})
+	}
+	data = data[n:]
+
+	clk := newFakeClock()
+	t0 := clk.Now()
+	tr := NewTracker(hosts, Options{Zone: clientZone, Now: clk.Now})
+	m := &model{zone: clientZone}
+	m.setHosts(hosts)
+	check(t, "start", tr, m, t0)
+
+	if len(data) > 2*maxFuzzOps {
+		data = data[:2*maxFuzzOps]
+	}
+	for len(data) >= 2 {
+		kind, k, arg := data[0]>>4, int(data[0]&0x0f), data[1]
+		data = data[2:]
+		m.now++
+		clk.Advance(time.Second)
+		addr := fuzzAddrs[k%len(fuzzAddrs)]
+		before := tr.Snapshot()
+		mBefore := m.fingerprint()
+		var desc string
+		observation := true
+		switch kind % 6 {
+		case 0:
+			r := Role(arg % 3)
+			desc = fmt.Sprintf("connect(%s, %v)", addr, r)
+			tr.ObserveConnect(addr, r)
+			m.connect(addr, r)
+		case 1:
+			c := Class(arg % 5)
+			desc = fmt.Sprintf("fail(%s, %v)", addr, c)
+			tr.ObserveFailure(addr, c)
+			m.fail(addr, c)
+		case 2:
+			z := fuzzZones[int(arg)%len(fuzzZones)]
+			desc = fmt.Sprintf("zone(%s, %q)", addr, z)
+			tr.ObserveZone(addr, z)
+			m.observeZone(addr, z)
+		case 3: // add a host (an address already there is a duplicate)
+			if len(m.config) >= maxFuzzConfig {
+				continue
+			}
+			h := Host{Addr: addr, Zone: fuzzZones[int(arg&0x0f)%len(fuzzZones)], Claimed: Role(arg >> 4 % 3)}
+			config := append(slices.Clone(m.config), h)
+			desc = fmt.Sprintf("add(%+v)", h)
+			tr.SetHosts(config)
+			m.setHosts(config)
+			observation = false
+		case 4: // remove the host at position k
+			if len(m.config) == 0 {
+				continue
+			}
+			config := slices.Delete(slices.Clone(m.config), k%len(m.config), k%len(m.config)+1)
+			desc = fmt.Sprintf("remove(%s)", m.config[k%len(m.config)].Addr)
+			tr.SetHosts(config)
+			m.setHosts(config)
+			observation = false
+		case 5: // the source reconfigures the host at position k
+			if len(m.config) == 0 {
+				continue
+			}
+			config := slices.Clone(m.config)
+			c := &config[k%len(config)]
+			c.Zone, c.Claimed = fuzzZones[int(arg&0x0f)%len(fuzzZones)], Role(arg>>4%3)
+			desc = fmt.Sprintf("reconfigure(%+v)", *c)
+			tr.SetHosts(config)
+			m.setHosts(config)
+			observation = false
+		}
+
+		check(t, desc, tr, m, t0)
+
+		// A new snapshot is published, and the old one's Changed
+		// closed, exactly when an observation changed something. A
+		// SetHosts that changes something publishes too.
+		after := tr.Snapshot()
+		published := after != before
+		if closed := isClosed(before.Changed()); closed != published {
+			t.Fatalf("after %s: old Changed closed %v, new snapshot %v", desc, closed, published)
+		}
+		if isClosed(after.Changed()) {
+			t.Fatalf("after %s: current snapshot's Changed is closed", desc)
+		}
+		changed := m.fingerprint() != mBefore
+		if (observation && published != changed) || (!observation && changed && !published) {
+			t.Fatalf("after %s: published %v, model changed %v", desc, published, changed)
+		}
+	}
+}
+
+// fingerprint describes everything the model knows.
+func (m *model) fingerprint() string {
+	return fmt.Sprintf("%v %+v", m.outage, m.hosts)
+}
+
+// check compares tr's current snapshot with m.
+func check(t *testing.T, desc string, tr *Tracker, m *model, t0 time.Time) {
+	t.Helper()
+	s := tr.Snapshot()
+	if s.Len() != len(m.hosts) {
+		t.Fatalf("after %s: %d hosts, want %d", desc, s.Len(), len(m.hosts))
+	}
+	for j, want := range m.hosts {
+		h := s.Host(j)
+		if h.Addr != want.addr || h.State != want.state || h.Role != want.role || h.Claimed != want.claimed || h.Zone != want.zone {
+			t.Fatalf("after %s: host %d is %s %v/%v claimed %v zone %q, want %s %v/%v claimed %v zone %q",
+				desc, j, h.Addr, h.State, h.Role, h.Claimed, h.Zone, want.addr, want.state, want.role, want.claimed, want.zone)
+		}
+		if wantSince := t0.Add(time.Duration(want.since) * time.Second); !h.Since.Equal(wantSince) {
+			t.Fatalf("after %s: host %s Since %v, want %v", desc, h.Addr, h.Since, wantSince)
+		}
+		if i, ok := s.Lookup(h.Addr); !ok || i != j {
+			t.Fatalf("after %s: Lookup(%s) = %d, %v, want %d", desc, h.Addr, i, ok, j)
+		}
+		for _, target := range allTargets {
+			if got, want := h.StateFor(target), m.stateFor(want, target); got != want {
+				t.Fatalf("after %s: host %s StateFor(%v) %v, want %v", desc, h.Addr, target, got, want)
+			}
+			if got, want := s.State(j, target), m.rankState(want, target); got != want {
+				t.Fatalf("after %s: host %s State(%v) %v, want %v", desc, h.Addr, target, got, want)
+			}
+			if got, want := s.Usable(j, target), m.rankState(want, target) <= Unknown; got != want {
+				t.Fatalf("after %s: host %s Usable(%v) %v, want %v", desc, h.Addr, target, got, want)
+			}
+		}
+	}
+	for _, addr := range fuzzAddrs {
+		if _, ok := s.Lookup(addr); ok != (m.find(addr) != nil) {
+			t.Fatalf("after %s: Lookup(%s) found %v", desc, addr, ok)
+		}
+	}
+	for _, target := range allTargets {
+		r, want := s.Ranking(target), m.ranking(target)
+		if !slices.Equal(r, want) {
+			t.Fatalf("after %s: %v ranking %v, want %v", desc, target, r, want)
+		}
+		wantPick := -1
+		if len(want) > 0 {
+			wantPick = want[0]
+		}
+		if p := s.Pick(target); p != wantPick {
+			t.Fatalf("after %s: %v Pick %d, want %d", desc, target, p, wantPick)
+		}
+	}
+	if s.outage != m.outage {
+		t.Fatalf("after %s: outage %v, want %v", desc, s.outage, m.outage)
+	}
 }

@@ -116,7 +116,11 @@ func (t *Tracker) SetHosts(hosts []Host) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.snap.Load()
-	t.publish(t.fresh(hosts, s), s.outage)
+	hs := t.fresh(hosts, s)
+	if slices.Equal(hs, s.hosts) {
+		return // a source that repeats itself wakes nobody
+	}
+	t.publish(hs, s.outage)
 }
 
 // fresh builds the host list for hosts, carrying over what old knows.
@@ -226,6 +230,9 @@ func (t *Tracker) update(addr string, change func(h *HostStatus, outage bool) bo
 	}
 	hs := slices.Clone(s.hosts)
 	outage := change(&hs[i], s.outage)
+	if hs[i] == s.hosts[i] && outage == s.outage {
+		return // a racing observer already recorded the same
+	}
 	if outage && !s.outage {
 		for j := range hs {
 			if j != i && hs[j].State == Healthy && t.tierOf(TargetAny, hs[j].Zone) == TierOther {
