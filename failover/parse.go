@@ -156,7 +156,8 @@ func ParseConfig(connString string) (*Config, error) {
 		return nil, p.fail("", scanErr.Error(), nil)
 	}
 
-	tsa := p.findTargetSessionAttrs(scan)
+	svc := scan.serviceSettings()
+	tsa := scan.findTargetSessionAttrs(svc)
 	pgxString := rewriteConnString(connString, scan, tsa.fromEnv || tsa.fromService)
 	poolConfig, err := pgxpool.ParseConfig(pgxString)
 	if err != nil {
@@ -216,7 +217,7 @@ func ParseConfig(connString string) (*Config, error) {
 
 	// The Pool checks roles itself; pgconn's check must stay out of the way.
 	cc.ValidateConnect = nil
-	if !scan.connectTimeoutSet() {
+	if !scan.connectTimeoutSet(&cc.Config, svc) {
 		cc.ConnectTimeout = defaultConnectTimeout
 	}
 
