@@ -41,9 +41,10 @@ const (
 // passing it to NewWithConfig, not afterwards.
 //
 // Config has pgxpool's shape: it embeds the *pgxpool.Config that
-// pgxpool.ParseConfig builds from the same string, so code written for
-// pgxpool keeps compiling once pgxpool.ParseConfig and
-// pgxpool.NewWithConfig are swapped for ParseConfig and NewWithConfig:
+// pgxpool.ParseConfig builds from the same string, less this package's
+// keys, so code written for pgxpool keeps compiling once
+// pgxpool.ParseConfig and pgxpool.NewWithConfig are swapped for
+// ParseConfig and NewWithConfig:
 //
 //	cfg, err := failover.ParseConfig(connString)
 //	cfg.MaxConns = 20
@@ -102,9 +103,8 @@ type Config struct {
 	// Config.Config.ConnString() (pgxpool's) is not always the same.
 	connString string
 
-	// The settings below are parsed and checked, so a string written for a
-	// later version fails early when a value is wrong, but nothing uses
-	// them yet; they are exported when something does.
+	// Reserved settings: parsed and checked (a bad value is an error), but
+	// nothing uses them yet, so they are not exported.
 	replica replicaSettings
 	patroni patroniSettings
 
