@@ -54,6 +54,9 @@ func (e *etcd) start(ctx context.Context, hc *http.Client, token string) error {
 		"--initial-cluster", "etcd0="+peer,
 		"--initial-cluster-state", "new",
 		"--initial-cluster-token", token,
+		// One member elects itself; no need to wait the default second.
+		"--heartbeat-interval", "25",
+		"--election-timeout", "250",
 		"--logger", "zap",
 		"--log-outputs", "stderr",
 	)
