@@ -316,6 +316,7 @@ func (pc *PatroniCluster) newMember(i int) (*PatroniMember, error) {
 		return nil, err
 	}
 	if m.apiPort, err = reservePort(); err != nil {
+		releasePort(m.pgPort)
 		return nil, err
 	}
 	return m, nil

@@ -98,8 +98,8 @@ func (pc *PatroniCluster) KillLeaderPostmaster(ctx context.Context) (*PatroniMem
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: kill the leader's postmaster: %w", err)
 	}
-	pid := leader.postmasterPID()
-	if pid == 0 || !pidAlive(pid) {
+	pid := leader.livePostmaster()
+	if pid == 0 {
 		return nil, leader.errorf("kill the leader's postmaster: no postmaster runs")
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

@@ -16,6 +16,11 @@ import (
 // survives the switch to the postgres user. A uid change made by the child
 // itself (setpriv, su) would clear it: that is why Patroni is started with
 // SysProcAttr.Credential and not through setpriv.
+//
+// The kernel sends the signal when the thread that started the child ends,
+// not only the process. Go ends a thread only when a goroutine locked to it
+// (runtime.LockOSThread) returns without unlocking; the harness starts its
+// children from goroutines that are not locked.
 func dieWithParent(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
 
 // pidsUnder returns the live processes whose working directory is dir or

@@ -190,6 +190,22 @@ func (m *PatroniMember) postmasterPID() int {
 	return pid
 }
 
+// livePostmaster returns the pid in the member's postmaster.pid if that
+// process still works in the data directory (so it is this member's
+// postmaster, not a process that reused the pid), or 0.
+func (m *PatroniMember) livePostmaster() int {
+	pid := m.postmasterPID()
+	if pid == 0 {
+		return 0
+	}
+	for _, p := range serverPIDs(m.dataDir) {
+		if p == pid {
+			return pid
+		}
+	}
+	return 0
+}
+
 // shmID returns the System V shared memory id in the member's
 // postmaster.pid, or -1.
 func (m *PatroniMember) shmID() int {
@@ -213,7 +229,7 @@ func (m *PatroniMember) shmID() int {
 // Patroni must not run.
 func (m *PatroniMember) stopPostgres() {
 	shm := m.shmID()
-	if pid := m.postmasterPID(); pid > 0 && len(serverPIDs(m.dataDir)) > 0 {
+	if pid := m.livePostmaster(); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGQUIT)
 	}
 	if pollUntil(5*time.Second, func() bool { return len(pidsUnder(m.dir)) == 0 }) {
