@@ -251,6 +251,8 @@ func TestPatroni(t *testing.T) {
 	})
 }
 
+// TestPatroniOptionErrors checks that bad options are refused before
+// anything starts.
 func TestPatroniOptionErrors(t *testing.T) {
 	ctx := testCtx(t)
 	for _, o := range []PatroniOptions{
@@ -275,11 +277,13 @@ type fatalTB struct {
 	skipped bool
 }
 
+// Fatal records the message and ends the goroutine, as testing.T does.
 func (f *fatalTB) Fatal(args ...any) {
 	f.msg = fmt.Sprint(args...)
 	runtime.Goexit()
 }
 
+// Skip records that the test would have been skipped.
 func (f *fatalTB) Skip(...any) {
 	f.skipped = true
 	runtime.Goexit()
