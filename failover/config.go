@@ -26,7 +26,7 @@ const (
 	defaultHealthProbeInterval    = time.Second
 	defaultPinAfterWrite          = time.Second
 	defaultMaxLag                 = 0
-	defaultPatroniRefresh         = 5 * time.Second
+	defaultPatroniRefresh         = 3 * time.Second
 	defaultFallbackConnectTimeout = 5 * time.Second
 	defaultFallbackCooldown       = 30 * time.Second
 	defaultFallbackLifetime       = 30 * time.Second
@@ -43,9 +43,10 @@ const (
 // passing it to NewWithConfig, not afterwards.
 //
 // Config has pgxpool's shape: it embeds the *pgxpool.Config that
-// pgxpool.ParseConfig builds from the same string, so code written for
-// pgxpool keeps compiling once pgxpool.ParseConfig and
-// pgxpool.NewWithConfig are swapped for ParseConfig and NewWithConfig:
+// pgxpool.ParseConfig builds from the same string, less this package's
+// keys, so code written for pgxpool keeps compiling once
+// pgxpool.ParseConfig and pgxpool.NewWithConfig are swapped for
+// ParseConfig and NewWithConfig:
 //
 //	cfg, err := failover.ParseConfig(connString)
 //	cfg.MaxConns = 20
@@ -94,8 +95,6 @@ type Config struct {
 	BackoffInitial      time.Duration // failover_backoff_initial, default 50ms, > 0
 	BackoffMax          time.Duration // failover_backoff_max, default 1s, >= BackoffInitial
 	HealthProbeInterval time.Duration // health_probe_interval, default 1s, > 0
-	PinAfterWrite       time.Duration // pin_after_write, default 1s, >= 0 (0 turns it off)
-	MaxLag              time.Duration // max_lag, default 0 (no gate); when > 0 it must be > HealthProbeInterval
 
 	MeterProvider  metric.MeterProvider // nil means the otel global provider
 	TracerProvider trace.TracerProvider // nil means the otel global provider
@@ -115,14 +114,29 @@ type Config struct {
 	// Config.Config.ConnString() (pgxpool's) is not always the same.
 	connString string
 
-	// Reserved for the Patroni topology source.
-	patroniAPIURLs         []string
-	patroniRefresh         time.Duration
-	fallbackConnectTimeout time.Duration
-	fallbackCooldown       time.Duration
-	fallbackLifetime       time.Duration
+	// Reserved settings: parsed and checked (a bad value is an error), but
+	// nothing uses them yet, so they are not exported.
+	replica replicaSettings
+	patroni patroniSettings
 
 	createdByParseConfig bool
+}
+
+// replicaSettings are reserved for read routing through replicas.
+// replicaSettings.parse reads and checks them.
+type replicaSettings struct {
+	pinAfterWrite time.Duration // pin_after_write, default 1s, >= 0 (0 turns it off)
+	maxLag        time.Duration // max_lag, default 0 (no gate); when > 0 it must be > health_probe_interval
+}
+
+// patroniSettings are reserved for the Patroni topology source.
+// patroniSettings.parse reads and checks them.
+type patroniSettings struct {
+	apiURLs                []string      // patroni_api_urls, http or https URLs with a host
+	refresh                time.Duration // patroni_refresh_interval, default 3s, > 0
+	fallbackConnectTimeout time.Duration // fallback_connect_timeout, default 5s, > 0
+	fallbackCooldown       time.Duration // fallback_cooldown, default 30s, > 0
+	fallbackLifetime       time.Duration // fallback_lifetime, default 30s, > 0
 }
 
 // Host is one server from the connection string.
@@ -163,7 +177,7 @@ func (c *Config) Copy() *Config {
 			n.Hosts[i] = copyHost(h)
 		}
 	}
-	n.patroniAPIURLs = slices.Clone(c.patroniAPIURLs)
+	n.patroni.apiURLs = slices.Clone(c.patroni.apiURLs)
 	return &n
 }
 

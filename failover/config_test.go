@@ -445,14 +445,14 @@ func TestParseConfigDefaults(t *testing.T) {
 				{"BackoffInitial", c.BackoffInitial, 50 * time.Millisecond},
 				{"BackoffMax", c.BackoffMax, time.Second},
 				{"HealthProbeInterval", c.HealthProbeInterval, time.Second},
-				{"PinAfterWrite", c.PinAfterWrite, time.Second},
-				{"MaxLag", c.MaxLag, time.Duration(0)},
+				{"replica.pinAfterWrite", c.replica.pinAfterWrite, time.Second},
+				{"replica.maxLag", c.replica.maxLag, time.Duration(0)},
 				{"ConnectTimeout", c.ConnConfig.ConnectTimeout, 5 * time.Second},
-				{"patroniAPIURLs", len(c.patroniAPIURLs), 0},
-				{"patroniRefresh", c.patroniRefresh, 5 * time.Second},
-				{"fallbackConnectTimeout", c.fallbackConnectTimeout, 5 * time.Second},
-				{"fallbackCooldown", c.fallbackCooldown, 30 * time.Second},
-				{"fallbackLifetime", c.fallbackLifetime, 30 * time.Second},
+				{"patroni.apiURLs", len(c.patroni.apiURLs), 0},
+				{"patroni.refresh", c.patroni.refresh, 3 * time.Second},
+				{"fallbackConnectTimeout", c.patroni.fallbackConnectTimeout, 5 * time.Second},
+				{"fallbackCooldown", c.patroni.fallbackCooldown, 30 * time.Second},
+				{"fallbackLifetime", c.patroni.fallbackLifetime, 30 * time.Second},
 				{"createdByParseConfig", c.createdByParseConfig, true},
 				{"MeterProvider nil", c.MeterProvider == nil, true},
 				{"TracerProvider nil", c.TracerProvider == nil, true},
@@ -510,12 +510,12 @@ func TestParseConfigDurations(t *testing.T) {
 		{keyBackoffInitial, func(c *Config) time.Duration { return c.BackoffInitial }},
 		{keyBackoffMax, func(c *Config) time.Duration { return c.BackoffMax }},
 		{keyHealthProbeInterval, func(c *Config) time.Duration { return c.HealthProbeInterval }},
-		{keyPinAfterWrite, func(c *Config) time.Duration { return c.PinAfterWrite }},
-		{keyMaxLag, func(c *Config) time.Duration { return c.MaxLag }},
-		{keyPatroniRefresh, func(c *Config) time.Duration { return c.patroniRefresh }},
-		{keyFallbackConnectTimeout, func(c *Config) time.Duration { return c.fallbackConnectTimeout }},
-		{keyFallbackCooldown, func(c *Config) time.Duration { return c.fallbackCooldown }},
-		{keyFallbackLifetime, func(c *Config) time.Duration { return c.fallbackLifetime }},
+		{keyPinAfterWrite, func(c *Config) time.Duration { return c.replica.pinAfterWrite }},
+		{keyMaxLag, func(c *Config) time.Duration { return c.replica.maxLag }},
+		{keyPatroniRefresh, func(c *Config) time.Duration { return c.patroni.refresh }},
+		{keyFallbackConnectTimeout, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }},
+		{keyFallbackCooldown, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }},
+		{keyFallbackLifetime, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }},
 	}
 	values := []struct {
 		in   string
@@ -554,15 +554,15 @@ func TestParseConfigCrossFieldRules(t *testing.T) {
 		{"backoff max equal to initial", []kv{{keyBackoffInitial, "200ms"}, {keyBackoffMax, "200"}},
 			func(c *Config) any { return c.BackoffMax }, 200 * time.Millisecond},
 		{"max lag above a custom probe interval", []kv{{keyHealthProbeInterval, "100ms"}, {keyMaxLag, "150ms"}},
-			func(c *Config) any { return c.MaxLag }, 150 * time.Millisecond},
+			func(c *Config) any { return c.replica.maxLag }, 150 * time.Millisecond},
 		{"max lag zero is no gate", []kv{{keyMaxLag, "0"}},
-			func(c *Config) any { return c.MaxLag }, time.Duration(0)},
+			func(c *Config) any { return c.replica.maxLag }, time.Duration(0)},
 		{"pin after write off", []kv{{keyPinAfterWrite, "0"}},
-			func(c *Config) any { return c.PinAfterWrite }, time.Duration(0)},
+			func(c *Config) any { return c.replica.pinAfterWrite }, time.Duration(0)},
 		{"max attempts", []kv{{keyMaxAttempts, "3"}},
 			func(c *Config) any { return c.MaxAttempts }, 3},
 		{"patroni urls", []kv{{keyPatroniAPIURLs, "http://p1:8008, https://u:pw@p2:8008/"}},
-			func(c *Config) any { return strings.Join(c.patroniAPIURLs, "|") }, "http://p1:8008|https://u:pw@p2:8008/"},
+			func(c *Config) any { return strings.Join(c.patroni.apiURLs, "|") }, "http://p1:8008|https://u:pw@p2:8008/"},
 	}
 	for _, tt := range tests {
 		for _, f := range withKeys(tt.keys...) {
@@ -900,7 +900,7 @@ func TestConfigCopy(t *testing.T) {
 	cp.Hosts[1].tls[0].TLSConfig.ServerName = "elsewhere"
 	cp.Hosts[1].tls[1].Port = 1
 	cp.Hosts = append(cp.Hosts, Host{Host: "extra", Port: 1})
-	cp.patroniAPIURLs[0] = "http://changed"
+	cp.patroni.apiURLs[0] = "http://changed"
 	cp.MaxAttempts = 1
 
 	checks := []struct {
@@ -916,7 +916,7 @@ func TestConfigCopy(t *testing.T) {
 		{"host 1 TLS ServerName", orig.Hosts[1].tls[0].TLSConfig.ServerName, "db-b"},
 		{"host 1 plain port", orig.Hosts[1].tls[1].Port, uint16(5433)},
 		{"len(Hosts)", len(orig.Hosts), 2},
-		{"patroni url", orig.patroniAPIURLs[0], "http://p1:8008"},
+		{"patroni url", orig.patroni.apiURLs[0], "http://p1:8008"},
 		{"MaxAttempts", orig.MaxAttempts, 8},
 		{"copy keeps createdByParseConfig", cp.createdByParseConfig, true},
 		{"copy keeps ConnString", cp.ConnString(), orig.ConnString()},

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgservicefile"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Environment variables that libpq and pgconn read; ParseConfig looks at
@@ -18,14 +19,36 @@ const (
 	envServiceFile        = "PGSERVICEFILE"
 )
 
-// --- Reading the connection string ---
+// The connection-string scanner.
 //
-// pgconn does not tell which target_session_attrs it saw and refuses the
-// spellings it does not know (replica, prefer-replica), so ParseConfig reads
-// that key itself and removes it before pgx sees the string. The scanner
-// below follows pgconn's grammar for both forms closely enough to find
-// where each key/value pair sits; when it cannot make sense of a string,
-// pgconn cannot either, and pgconn's error is reported.
+// Everything ParseConfig can take from pgconn's parse result, it takes from
+// there: hosts, ports and TLS variants (ConnConfig and its Fallbacks), the
+// values of this package's keys (pgconn files unknown keys under
+// RuntimeParams, from the string and from a service file alike), the
+// connect_timeout value and the effective password. The scanner exists for
+// four things that result cannot tell:
+//
+//  1. target_session_attrs: its value and where it came from (the string,
+//     a service file, or PGTARGETSESSIONATTRS). pgconn keeps neither; it
+//     turns the value into a ValidateConnect func, and refuses the
+//     spellings it does not know (replica, prefer-replica), so the value
+//     must be known before pgconn sees the string.
+//  2. Whether connect_timeout was set at all. ConnConfig.ConnectTimeout is
+//     0 both when nothing sets it and for connect_timeout=0 (no limit);
+//     only a value of 0 needs the scan, a non-zero one answers by itself.
+//  3. The secrets to scrub from error messages, as written: the URL
+//     userinfo password raw and percent-decoded, and every password= and
+//     sslpassword= value. They are needed when pgx rejects the string, so
+//     that there is no parse result at all; pgconn keeps no sslpassword.
+//  4. The byte offsets of the target_session_attrs pairs, so that the
+//     string handed to pgx is the caller's, byte for byte, without them
+//     (plus target_session_attrs=any when a service file or the
+//     environment would otherwise give pgconn a target of its own).
+//
+// The scanner follows pgconn's grammar for both forms closely enough to
+// find where each key/value pair sits; when it cannot make sense of a
+// string, pgconn cannot either, and pgconn's error is reported. The fuzz
+// test holds it to both claims.
 
 // pair is one key/value pair of a connection string.
 type pair struct {
@@ -75,18 +98,18 @@ func (s scanResult) secrets() []string {
 	return out
 }
 
-// serviceSetting returns key from the service file section that pgconn
-// would read, if there is one. pgconn takes the service name from the
-// string or PGSERVICE and the file from the string, PGSERVICEFILE or
-// ~/.pg_service.conf. A file that cannot be read is ignored here; pgx
+// serviceSettings returns the service file section that pgconn would read,
+// or nil when there is none. pgconn takes the service name from the string
+// or PGSERVICE and the file from the string, PGSERVICEFILE or
+// ~/.pg_service.conf. A file that cannot be read counts as none here; pgx
 // reports it.
-func (s scanResult) serviceSetting(key string) (string, bool) {
+func (s scanResult) serviceSettings() map[string]string {
 	name, ok := s.get("service")
 	if !ok {
 		name = os.Getenv(envService)
 	}
 	if name == "" {
-		return "", false
+		return nil
 	}
 	path, ok := s.get("servicefile")
 	if !ok {
@@ -95,29 +118,30 @@ func (s scanResult) serviceSetting(key string) (string, bool) {
 	if path == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", false
+			return nil
 		}
 		path = filepath.Join(home, ".pg_service.conf")
 	}
 	sf, err := pgservicefile.ReadServicefile(path)
 	if err != nil {
-		return "", false
+		return nil
 	}
 	svc, err := sf.GetService(name)
 	if err != nil {
-		return "", false
+		return nil
 	}
-	v, ok := svc.Settings[key]
-	return v, ok
+	return svc.Settings
 }
 
-// connectTimeoutSet reports whether pgconn will find connect_timeout in the
-// string, a service file or PGCONNECT_TIMEOUT.
-func (s scanResult) connectTimeoutSet() bool {
-	if s.has("connect_timeout") || os.Getenv(envConnectTimeout) != "" {
+// connectTimeoutSet reports whether pgconn found connect_timeout in the
+// string, the service file section svc or PGCONNECT_TIMEOUT. cc is pgconn's
+// parse result: a non-zero ConnectTimeout was set by one of them, and only a
+// zero one needs a look at where it could have come from.
+func (s scanResult) connectTimeoutSet(cc *pgconn.Config, svc map[string]string) bool {
+	if cc.ConnectTimeout != 0 || s.has("connect_timeout") || os.Getenv(envConnectTimeout) != "" {
 		return true
 	}
-	_, ok := s.serviceSetting("connect_timeout")
+	_, ok := svc["connect_timeout"]
 	return ok
 }
 
@@ -402,18 +426,18 @@ type targetSessionAttrs struct {
 	envOnly     bool // the value is the environment variable's
 }
 
-// findTargetSessionAttrs works out target_session_attrs the way pgconn
-// does: the connection string first, then the service file, then the
+// findTargetSessionAttrs works out target_session_attrs the way pgconn does:
+// the connection string first, then the service file section svc, then the
 // environment.
-func (p *parseState) findTargetSessionAttrs(scan scanResult) targetSessionAttrs {
+func (s scanResult) findTargetSessionAttrs(svc map[string]string) targetSessionAttrs {
 	var t targetSessionAttrs
-	svcValue, svcHas := scan.serviceSetting(keyTargetSessionAttrs)
+	svcValue, svcHas := svc[keyTargetSessionAttrs]
 	envValue := os.Getenv(envTargetSessionAttrs)
 	t.fromService = svcHas
 	t.fromEnv = envValue != ""
 	switch {
-	case scan.has(keyTargetSessionAttrs):
-		t.value, _ = scan.get(keyTargetSessionAttrs)
+	case s.has(keyTargetSessionAttrs):
+		t.value, _ = s.get(keyTargetSessionAttrs)
 		t.set = true
 	case svcHas:
 		t.value, t.set = svcValue, true

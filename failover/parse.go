@@ -104,18 +104,22 @@ var fallbackKeys = []string{
 //	                                      (when unset it is raised to failover_backoff_initial
 //	                                      if that is larger than 1s)
 //	health_probe_interval     1s          period of the role and lag probes; > 0
-//	pin_after_write           1s          reads go to the primary for this long after a
-//	                                      write (read-your-writes); 0 turns it off
-//	max_lag                   0           largest staleness a replica may serve reads with;
+//	pin_after_write           1s          reserved for read routing through replicas: reads
+//	                                      to go to the primary for this long after a write
+//	                                      (read-your-writes); >= 0, 0 turns it off
+//	max_lag                   0           reserved for read routing through replicas: the
+//	                                      largest staleness a replica may serve reads with;
 //	                                      0 = no gate; otherwise > health_probe_interval
 //	patroni_api_urls          ""          reserved for the Patroni topology source: comma
 //	                                      list of http or https URLs of the Patroni REST API
-//	patroni_refresh_interval  5s          reserved for the Patroni topology source; > 0
+//	patroni_refresh_interval  3s          reserved for the Patroni topology source; > 0
 //	fallback_connect_timeout  5s          reserved for the Patroni topology source; > 0
 //	fallback_cooldown         30s         reserved for the Patroni topology source; > 0
 //	fallback_lifetime         30s         reserved for the Patroni topology source; > 0
 //
-// Any other key starting with fallback_ is an error. Durations are written
+// The reserved keys are parsed and checked as the table says, so a bad
+// value is an error today, but nothing acts on them yet. Any other key
+// starting with fallback_ is an error. Durations are written
 // in Go syntax ("250ms", "2s", "1m30s") or as a bare whole number of
 // milliseconds ("250"). Keys are case-sensitive, as in pgx.
 //
@@ -152,7 +156,8 @@ func ParseConfig(connString string) (*Config, error) {
 		return nil, p.fail("", scanErr.Error(), nil)
 	}
 
-	tsa := p.findTargetSessionAttrs(scan)
+	svc := scan.serviceSettings()
+	tsa := scan.findTargetSessionAttrs(svc)
 	pgxString := rewriteConnString(connString, scan, tsa.fromEnv || tsa.fromService)
 	poolConfig, err := pgxpool.ParseConfig(pgxString)
 	if err != nil {
@@ -172,21 +177,25 @@ func ParseConfig(connString string) (*Config, error) {
 	}
 
 	c := &Config{
-		Config:                 poolConfig,
-		Target:                 hosthealth.TargetPrimary,
-		MaxAttempts:            defaultMaxAttempts,
-		MaxDuration:            defaultMaxDuration,
-		BackoffInitial:         defaultBackoffInitial,
-		BackoffMax:             defaultBackoffMax,
-		HealthProbeInterval:    defaultHealthProbeInterval,
-		PinAfterWrite:          defaultPinAfterWrite,
-		MaxLag:                 defaultMaxLag,
-		connString:             connString,
-		patroniRefresh:         defaultPatroniRefresh,
-		fallbackConnectTimeout: defaultFallbackConnectTimeout,
-		fallbackCooldown:       defaultFallbackCooldown,
-		fallbackLifetime:       defaultFallbackLifetime,
-		createdByParseConfig:   true,
+		Config:              poolConfig,
+		Target:              hosthealth.TargetPrimary,
+		MaxAttempts:         defaultMaxAttempts,
+		MaxDuration:         defaultMaxDuration,
+		BackoffInitial:      defaultBackoffInitial,
+		BackoffMax:          defaultBackoffMax,
+		HealthProbeInterval: defaultHealthProbeInterval,
+		connString:          connString,
+		replica: replicaSettings{
+			pinAfterWrite: defaultPinAfterWrite,
+			maxLag:        defaultMaxLag,
+		},
+		patroni: patroniSettings{
+			refresh:                defaultPatroniRefresh,
+			fallbackConnectTimeout: defaultFallbackConnectTimeout,
+			fallbackCooldown:       defaultFallbackCooldown,
+			fallbackLifetime:       defaultFallbackLifetime,
+		},
+		createdByParseConfig: true,
 	}
 
 	if err := p.applyTarget(c, own, tsa); err != nil {
@@ -195,17 +204,20 @@ func ParseConfig(connString string) (*Config, error) {
 	if err := p.applyBudget(c, own); err != nil {
 		return nil, err
 	}
-	if err := p.applyReplicaSettings(c, own); err != nil {
+	if c.HealthProbeInterval, err = p.duration(own, keyHealthProbeInterval, c.HealthProbeInterval, positive); err != nil {
 		return nil, err
 	}
-	if err := p.applyPatroni(c, own); err != nil {
+	if err := c.replica.parse(p, own, c.HealthProbeInterval); err != nil {
+		return nil, err
+	}
+	if err := c.patroni.parse(p, own); err != nil {
 		return nil, err
 	}
 	c.Zone = own[keyZone]
 
 	// The Pool checks roles itself; pgconn's check must stay out of the way.
 	cc.ValidateConnect = nil
-	if !scan.connectTimeoutSet() {
+	if !scan.connectTimeoutSet(&cc.Config, svc) {
 		cc.ConnectTimeout = defaultConnectTimeout
 	}
 
@@ -299,37 +311,40 @@ func (p *parseState) applyBudget(c *Config, own map[string]string) error {
 	return nil
 }
 
-func (p *parseState) applyReplicaSettings(c *Config, own map[string]string) error {
+// parse reads pin_after_write and max_lag from own over the defaults in r.
+// max_lag is checked against probeInterval, the health_probe_interval in
+// force.
+func (r *replicaSettings) parse(p *parseState, own map[string]string, probeInterval time.Duration) error {
 	var err error
-	if c.HealthProbeInterval, err = p.duration(own, keyHealthProbeInterval, c.HealthProbeInterval, positive); err != nil {
+	if r.pinAfterWrite, err = p.duration(own, keyPinAfterWrite, r.pinAfterWrite, nonNegative); err != nil {
 		return err
 	}
-	if c.PinAfterWrite, err = p.duration(own, keyPinAfterWrite, c.PinAfterWrite, nonNegative); err != nil {
+	if r.maxLag, err = p.duration(own, keyMaxLag, r.maxLag, nonNegative); err != nil {
 		return err
 	}
-	if c.MaxLag, err = p.duration(own, keyMaxLag, c.MaxLag, nonNegative); err != nil {
-		return err
-	}
-	if c.MaxLag > 0 && c.MaxLag <= c.HealthProbeInterval {
+	if r.maxLag > 0 && r.maxLag <= probeInterval {
 		// A replica's staleness bound only shrinks when it is probed, so a
 		// gate at or below the probe period would shut every replica out
 		// between probes.
 		return p.badValue(keyMaxLag, own[keyMaxLag], fmt.Sprintf("must be greater than %s (%s), or 0 for no gate",
-			keyHealthProbeInterval, c.HealthProbeInterval), nil)
+			keyHealthProbeInterval, probeInterval), nil)
 	}
 	return nil
 }
 
-func (p *parseState) applyPatroni(c *Config, own map[string]string) error {
+// parse reads patroni_api_urls, patroni_refresh_interval and the fallback_*
+// keys from own over the defaults in s. Any other fallback_* key is an
+// error.
+func (s *patroniSettings) parse(p *parseState, own map[string]string) error {
 	if v, ok := own[keyPatroniAPIURLs]; ok {
 		urls, err := p.patroniURLs(v)
 		if err != nil {
 			return err
 		}
-		c.patroniAPIURLs = urls
+		s.apiURLs = urls
 	}
 	var err error
-	if c.patroniRefresh, err = p.duration(own, keyPatroniRefresh, c.patroniRefresh, positive); err != nil {
+	if s.refresh, err = p.duration(own, keyPatroniRefresh, s.refresh, positive); err != nil {
 		return err
 	}
 
@@ -343,13 +358,13 @@ func (p *parseState) applyPatroni(c *Config, own map[string]string) error {
 		slices.Sort(unknown)
 		return p.fail(unknown[0], "unknown key; the fallback_* keys are "+strings.Join(fallbackKeys, ", "), nil)
 	}
-	if c.fallbackConnectTimeout, err = p.duration(own, keyFallbackConnectTimeout, c.fallbackConnectTimeout, positive); err != nil {
+	if s.fallbackConnectTimeout, err = p.duration(own, keyFallbackConnectTimeout, s.fallbackConnectTimeout, positive); err != nil {
 		return err
 	}
-	if c.fallbackCooldown, err = p.duration(own, keyFallbackCooldown, c.fallbackCooldown, positive); err != nil {
+	if s.fallbackCooldown, err = p.duration(own, keyFallbackCooldown, s.fallbackCooldown, positive); err != nil {
 		return err
 	}
-	if c.fallbackLifetime, err = p.duration(own, keyFallbackLifetime, c.fallbackLifetime, positive); err != nil {
+	if s.fallbackLifetime, err = p.duration(own, keyFallbackLifetime, s.fallbackLifetime, positive); err != nil {
 		return err
 	}
 	return nil

@@ -69,4 +69,40 @@
 //
 // Options.Settings may not set port, listen_addresses or
 // unix_socket_directories: the harness manages them.
+//
+// # Patroni
+//
+// StartPatroni (NewPatroni for programs) runs a real Patroni cluster:
+// PatroniOptions.Members (3) Patroni processes on one etcd, all on
+// loopback, with synchronous_mode on (unless Async), ttl 10 s, loop_wait
+// 1 s, retry_timeout 3 s and primary_start_timeout 0. It needs the
+// programs patroni, patronictl and etcd in PATH (Debian bookworm: apt-get
+// install patroni etcd-server, giving Patroni 3.0.2 and etcd 3.4); without
+// them StartPatroni fails the test and names the packages.
+//
+//	pc := pgtest.StartPatroni(t, pgtest.PatroniOptions{})
+//	pool, err := failover.New(ctx, pc.ConnString("target_session_attrs=read-write"))
+//	...
+//	old, err := pc.KillLeaderPostmaster(ctx)
+//	leader, err := pc.WaitNewLeader(ctx, old)
+//	err = pc.WaitHealthy(ctx)
+//
+// Patroni decides who leads: Leader and SyncStandby read GET /cluster,
+// WaitNewLeader waits until another member answers /primary with 200 and
+// its server is out of recovery, WaitHealthy until every member streams
+// from one leader. The drills (Switchover, KillLeaderPostmaster,
+// KillLeaderNode, KillMember) return once the fault is injected; the Wait
+// methods wait for the recovery, and RestartMember brings back a killed
+// member. ConnString, APIURLs and Members give what a client needs.
+//
+// The first leader copies the initdb template; the others are base backups
+// made by Patroni. PostgreSQL settings match Cluster's (fsync off,
+// wal_log_hints and full_page_writes on for pg_rewind, which Patroni runs
+// with a rewind user of its own; the same pg_hba rules and password).
+// Patroni runs as the postgres user when the test process is root, with
+// its PostgreSQL in a session of its own; etcd runs as the test process's
+// user. The kernel kills Patroni and etcd if the test process dies, and
+// the next process's sweep kills any PostgreSQL they left. Each member
+// writes Patroni's and PostgreSQL's output to patroni.log in its
+// directory.
 package pgtest

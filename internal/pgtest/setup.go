@@ -228,6 +228,8 @@ func sweepStale() {
 		for _, d := range dataDirs {
 			killServer(d)
 		}
+		// Anything else working below it: Patroni, its helpers, etcd.
+		killUnder(dir)
 		_ = os.RemoveAll(dir)
 	}
 }

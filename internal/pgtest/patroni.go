@@ -1,0 +1,559 @@
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ErrNoPatroni is returned (wrapped) by NewPatroni when the patroni,
+// patronictl or etcd program is not on PATH.
+var ErrNoPatroni = errors.New("pgtest: Patroni or etcd not found")
+
+// PatroniOptions configures a Patroni cluster. The zero value is three
+// members in synchronous mode with ttl 10 s, loop_wait 1 s and
+// retry_timeout 3 s.
+type PatroniOptions struct {
+	// Members is the number of Patroni members, each running one
+	// PostgreSQL server. Zero means 3. Synchronous mode needs at least 2.
+	Members int
+	// TTL is the leader lock's time to live (Patroni's ttl): how long a
+	// leader that vanished keeps the lock. Zero means 10 s.
+	TTL time.Duration
+	// LoopWait is the pause between two runs of Patroni's HA loop
+	// (loop_wait). Zero means 1 s.
+	LoopWait time.Duration
+	// RetryTimeout bounds DCS and PostgreSQL operations that Patroni
+	// retries (retry_timeout). Zero means 3 s.
+	RetryTimeout time.Duration
+	// Async turns Patroni's synchronous_mode off. By default it is on: the
+	// leader names one replica its synchronous standby, commits wait for
+	// it, and only that standby may be promoted.
+	Async bool
+	// Password is the password of the superuser "postgres" for TCP
+	// connections (scram-sha-256). Empty means DefaultPassword.
+	Password string
+	// Zones optionally gives member i the setting pgfailover.zone =
+	// Zones[i]. It may be shorter than the number of members, not longer.
+	Zones []string
+}
+
+// Patroni's timings are whole seconds.
+func wholeSeconds(name string, d *time.Duration, def time.Duration) error {
+	if *d == 0 {
+		*d = def
+	}
+	if *d < time.Second || *d%time.Second != 0 {
+		return fmt.Errorf("pgtest: %s = %v, want a whole number of seconds >= 1s", name, *d)
+	}
+	return nil
+}
+
+func normalizePatroni(o *PatroniOptions) error {
+	if o.Members == 0 {
+		o.Members = 3
+	}
+	if o.Members < 0 {
+		return fmt.Errorf("pgtest: Members = %d, want >= 1", o.Members)
+	}
+	if !o.Async && o.Members < 2 {
+		return errors.New("pgtest: synchronous mode needs at least 2 members (set Async for one)")
+	}
+	if err := wholeSeconds("TTL", &o.TTL, 10*time.Second); err != nil {
+		return err
+	}
+	if err := wholeSeconds("LoopWait", &o.LoopWait, time.Second); err != nil {
+		return err
+	}
+	if err := wholeSeconds("RetryTimeout", &o.RetryTimeout, 3*time.Second); err != nil {
+		return err
+	}
+	if o.Password == "" {
+		o.Password = DefaultPassword
+	}
+	if strings.ContainsRune(o.Password, 0) {
+		return errors.New("pgtest: password holds a NUL byte")
+	}
+	if len(o.Zones) > o.Members {
+		return fmt.Errorf("pgtest: %d zones for %d members", len(o.Zones), o.Members)
+	}
+	for _, z := range o.Zones {
+		if strings.ContainsAny(z, "\n\r\x00") {
+			return fmt.Errorf("pgtest: zone %q holds a line break", z)
+		}
+	}
+	o.Zones = append([]string(nil), o.Zones...)
+	return nil
+}
+
+// PatroniCluster is a Patroni cluster on loopback: one etcd and
+// PatroniOptions.Members Patroni processes, each running its PostgreSQL
+// server. Unlike Cluster, the harness does not decide who is primary:
+// Patroni does, and Leader, SyncStandby and WaitNewLeader find out.
+//
+// Its methods are safe for concurrent use, but the drills (Switchover,
+// KillLeaderPostmaster, KillLeaderNode, KillMember, RestartMember) should
+// not run concurrently with each other.
+type PatroniCluster struct {
+	opts       PatroniOptions
+	bins       *binaries
+	template   string // initdb template data directory, see templateFor
+	patroni    string // path of the patroni program
+	patronictl string // path of the patronictl program
+	base       string
+	scope      string
+	hc         *http.Client
+	etcd       *etcd
+	members    []*PatroniMember
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartPatroni is NewPatroni for tests: it fails the test at once (it never
+// skips) if the cluster cannot be started, for example when the patroni or
+// etcd-server package is not installed, and closes the cluster when the
+// test ends. When the test has failed, the tail of every member's log is
+// written to the test log.
+func StartPatroni(t testing.TB, opts PatroniOptions) *PatroniCluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pc, err := NewPatroni(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, m := range pc.members {
+				t.Logf("--- tail of %s log (%s) ---\n%s", m.name, m.logPath, m.LogTail(6000))
+			}
+			t.Logf("--- tail of etcd log ---\n%s", fileTail(pc.etcd.logPath, 2000, ""))
+		}
+		if err := pc.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return pc
+}
+
+// NewPatroni starts etcd and the Patroni members and returns once the
+// cluster is healthy (see WaitHealthy). On error nothing is left running.
+// Call Close when done.
+//
+// The programs patroni, patronictl and etcd are looked up in PATH (Debian:
+// apt-get install patroni etcd-server); PostgreSQL is found as for New.
+func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, error) {
+	if err := normalizePatroni(&opts); err != nil {
+		return nil, err
+	}
+	progs := map[string]string{}
+	var missing []string
+	for _, p := range []string{"patroni", "patronictl", "etcd"} {
+		path, err := exec.LookPath(p)
+		if err != nil {
+			missing = append(missing, p)
+			continue
+		}
+		progs[p] = path
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %s not in PATH: install the patroni and etcd-server packages "+
+			"(Debian: apt-get install patroni etcd-server)", ErrNoPatroni, strings.Join(missing, ", "))
+	}
+	bins, err := cachedBinaries(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := templateFor(ctx, bins) // sweeps stale directories first
+	if err != nil {
+		return nil, err
+	}
+
+	base, err := os.MkdirTemp(os.TempDir(), fmt.Sprintf("%s%d-patroni-", dirPrefix, os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	// Processes are recognised by their working directory, which the
+	// kernel reports with symbolic links resolved.
+	if real, err := filepath.EvalSymlinks(base); err == nil {
+		base = real
+	}
+	pc := &PatroniCluster{
+		opts:       opts,
+		bins:       bins,
+		template:   tmpl,
+		patroni:    progs["patroni"],
+		patronictl: progs["patronictl"],
+		base:       base,
+		scope:      filepath.Base(base),
+		// No keep-alive: no idle connection (and its goroutines) outlives
+		// a request.
+		hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+	}
+	if err := pc.setup(ctx, progs["etcd"]); err != nil {
+		_ = pc.Close()
+		return nil, err
+	}
+	return pc, nil
+}
+
+func (pc *PatroniCluster) setup(ctx context.Context, etcdBin string) error {
+	if err := os.Chmod(pc.base, 0o755); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	cport, err := reservePort()
+	if err != nil {
+		return err
+	}
+	pport, err := reservePort()
+	if err != nil {
+		releasePort(cport)
+		return err
+	}
+	pc.etcd = &etcd{
+		bin:        etcdBin,
+		dir:        filepath.Join(pc.base, "etcd"),
+		logPath:    filepath.Join(pc.base, "etcd", "etcd.log"),
+		clientPort: cport,
+		peerPort:   pport,
+	}
+	secrets := map[string]string{}
+	for _, k := range []string{"replication", "rewind"} {
+		s, err := randomSecret()
+		if err != nil {
+			return err
+		}
+		secrets[k] = s
+	}
+	for i := 0; i < pc.opts.Members; i++ {
+		m, err := pc.newMember(i)
+		if err != nil {
+			return err
+		}
+		pc.members = append(pc.members, m)
+		if err := m.writeConfig(secrets); err != nil {
+			return err
+		}
+	}
+	if err := pc.etcd.start(ctx, pc.hc, pc.scope); err != nil {
+		return err
+	}
+	for _, m := range pc.members {
+		if err := m.startPatroni(); err != nil {
+			return err
+		}
+	}
+	return pc.WaitHealthy(ctx)
+}
+
+// shellQuote quotes s for Python's shlex.split, which Patroni uses on a
+// bootstrap command.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+func randomSecret() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("pgtest: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// newMember prepares the directories of member i and reserves its ports.
+func (pc *PatroniCluster) newMember(i int) (*PatroniMember, error) {
+	name := "member" + strconv.Itoa(i)
+	dir := filepath.Join(pc.base, name)
+	// The member directory belongs to the server user: Patroni creates the
+	// data directory and the pgpass file in it.
+	if err := pc.bins.mkdirOwned(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pgtest: %s: %w", name, err)
+	}
+	m := &PatroniMember{
+		pc:         pc,
+		name:       name,
+		dir:        dir,
+		dataDir:    filepath.Join(dir, "data"),
+		sockDir:    filepath.Join(dir, "sock"),
+		configPath: filepath.Join(dir, "patroni.yml"),
+		logPath:    filepath.Join(dir, "patroni.log"),
+	}
+	if i < len(pc.opts.Zones) {
+		m.zone = pc.opts.Zones[i]
+	}
+	// A Unix socket path is limited to 107 bytes on Linux.
+	if len(m.sockDir)+len("/.s.PGSQL.65535") > 100 {
+		s, err := os.MkdirTemp("/tmp", fmt.Sprintf("%s%d-s", dirPrefix, os.Getpid()))
+		if err != nil {
+			return nil, fmt.Errorf("pgtest: %w", err)
+		}
+		m.shortSock = s
+		if err := os.Chmod(s, 0o755); err != nil {
+			return nil, fmt.Errorf("pgtest: %w", err)
+		}
+		m.sockDir = filepath.Join(s, "s")
+	}
+	if err := pc.bins.mkdirOwned(m.sockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("pgtest: %s: %w", name, err)
+	}
+	var err error
+	if m.pgPort, err = reservePort(); err != nil {
+		return nil, err
+	}
+	if m.apiPort, err = reservePort(); err != nil {
+		releasePort(m.pgPort)
+		return nil, err
+	}
+	return m, nil
+}
+
+// writeConfig writes the member's Patroni configuration. It is JSON, which
+// Patroni's YAML loader reads as is.
+func (m *PatroniMember) writeConfig(secrets map[string]string) error {
+	pc := m.pc
+	secs := func(d time.Duration) int { return int(d / time.Second) }
+	loopback := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+	// Settings Patroni takes from the DCS only (they must match on every
+	// member) go to bootstrap.dcs; the others are local.
+	clusterParams := map[string]any{
+		"max_connections":       100,
+		"max_wal_senders":       10,
+		"max_replication_slots": 10,
+		"wal_level":             "replica",
+		"wal_log_hints":         "on",
+		"hot_standby":           "on",
+		"wal_keep_size":         "64MB",
+	}
+	localParams := map[string]any{
+		"unix_socket_directories":     m.sockDir,
+		"shared_buffers":              "16MB",
+		"fsync":                       "off",
+		"full_page_writes":            "on", // off breaks pg_rewind
+		"wal_retrieve_retry_interval": "200ms",
+		"logging_collector":           "off",
+	}
+	if m.zone != "" {
+		localParams["pgfailover.zone"] = m.zone
+	}
+	cfg := map[string]any{
+		"scope":     pc.scope,
+		"namespace": "/pgtest/",
+		"name":      m.name,
+		"log":       map[string]any{"level": "INFO"},
+		"restapi": map[string]any{
+			"listen":          loopback(m.apiPort),
+			"connect_address": loopback(m.apiPort),
+		},
+		"etcd3":    map[string]any{"hosts": []string{pc.etcd.endpoint()}},
+		"watchdog": map[string]any{"mode": "off"},
+		"bootstrap": map[string]any{
+			"dcs": map[string]any{
+				"ttl":                     secs(pc.opts.TTL),
+				"loop_wait":               secs(pc.opts.LoopWait),
+				"retry_timeout":           secs(pc.opts.RetryTimeout),
+				"maximum_lag_on_failover": 1 << 20,
+				"synchronous_mode":        !pc.opts.Async,
+				// A leader whose postmaster died is failed over at
+				// once instead of being restarted in place.
+				"primary_start_timeout": 0,
+				"postgresql": map[string]any{
+					"use_pg_rewind": true,
+					"use_slots":     true,
+					"parameters":    clusterParams,
+				},
+			},
+			// The first leader copies the harness's initdb template
+			// instead of running initdb: faster, and shared with Cluster.
+			"method": "pgtest_template",
+			"pgtest_template": map[string]any{
+				"command":   "cp -a " + shellQuote(m.pc.template) + " " + shellQuote(m.dataDir),
+				"no_params": true,
+			},
+		},
+		"postgresql": map[string]any{
+			"listen":          loopback(m.pgPort),
+			"connect_address": loopback(m.pgPort),
+			"data_dir":        m.dataDir,
+			"bin_dir":         pc.bins.dir,
+			"pgpass":          filepath.Join(m.dir, "pgpass"),
+			"use_unix_socket": true,
+			// A spread checkpoint at the start of each base backup would
+			// pace its few writes over seconds.
+			"basebackup": []any{map[string]string{"checkpoint": "fast"}, "no-sync"},
+			"authentication": map[string]any{
+				"superuser":   map[string]string{"username": "postgres", "password": pc.opts.Password},
+				"replication": map[string]string{"username": "replicator", "password": secrets["replication"]},
+				"rewind":      map[string]string{"username": "rewinder", "password": secrets["rewind"]},
+			},
+			"parameters": localParams,
+			"pg_hba": []string{
+				"local all all trust",
+				"local replication all trust",
+				"host replication all 127.0.0.1/32 trust",
+				"host all all 127.0.0.1/32 scram-sha-256",
+			},
+		},
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(cfg); err != nil {
+		return fmt.Errorf("pgtest: %s: config: %w", m.name, err)
+	}
+	if err := pc.bins.writeOwned(m.configPath, buf.Bytes()); err != nil {
+		return fmt.Errorf("pgtest: %s: config: %w", m.name, err)
+	}
+	return nil
+}
+
+// env is the whole environment of Patroni and patronictl, built from
+// scratch so that PATRONI_* and PG* variables of the test environment
+// cannot change the configuration.
+func (pc *PatroniCluster) env() []string {
+	env := []string{
+		"PATH=" + pc.bins.dir + ":" + filepath.Dir(pc.patroni) + ":/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + pc.bins.home,
+		"LC_ALL=C.UTF-8",
+		"LANG=C.UTF-8",
+	}
+	if tz, ok := os.LookupEnv("TZ"); ok {
+		env = append(env, "TZ="+tz)
+	}
+	return env
+}
+
+// command prepares patroni or patronictl to run as the server user (the
+// postgres system user when the test process is root), in its own process
+// group, killed by the kernel if the test process dies.
+func (pc *PatroniCluster) command(dir, prog string, args ...string) *exec.Cmd {
+	cmd := exec.Command(prog, args...)
+	cmd.Dir = dir
+	cmd.Env = pc.env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: pc.bins.cred}
+	dieWithParent(cmd.SysProcAttr)
+	return cmd
+}
+
+// Close kills every Patroni process, stops their PostgreSQL servers
+// (immediate shutdown, escalating to SIGKILL), kills etcd, waits until none
+// of these processes is left and removes the cluster's directories. It is
+// safe to call more than once; later calls return the first result.
+func (pc *PatroniCluster) Close() error {
+	pc.closeOnce.Do(func() {
+		// Patroni first, so that it restarts no server meanwhile.
+		for _, m := range pc.members {
+			m.killPatroni()
+		}
+		var wg sync.WaitGroup
+		for _, m := range pc.members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m.stopPostgres()
+			}()
+		}
+		wg.Wait()
+		if pc.etcd != nil {
+			pc.etcd.stop()
+		}
+		var errs []error
+		if left := killUnder(pc.base); len(left) > 0 {
+			errs = append(errs, fmt.Errorf("processes %v would not die", left))
+		}
+		for _, m := range pc.members {
+			releasePort(m.pgPort)
+			releasePort(m.apiPort)
+			if m.shortSock != "" {
+				if err := os.RemoveAll(m.shortSock); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if pc.etcd != nil {
+			releasePort(pc.etcd.clientPort)
+			releasePort(pc.etcd.peerPort)
+		}
+		if err := os.RemoveAll(pc.base); err != nil {
+			errs = append(errs, err)
+		}
+		pc.hc.CloseIdleConnections()
+		if err := errors.Join(errs...); err != nil {
+			pc.closeErr = fmt.Errorf("pgtest: close Patroni cluster: %w", err)
+		}
+	})
+	return pc.closeErr
+}
+
+// killUnder kills every process working in dir or below, again and again
+// until none is left or 10 s have passed, and returns what is left.
+func killUnder(dir string) []int {
+	var left []int
+	pollUntil(10*time.Second, func() bool {
+		left = pidsUnder(dir)
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return len(left) == 0
+	})
+	return left
+}
+
+// Members returns the members in creation order (member0, member1, ...).
+func (pc *PatroniCluster) Members() []*PatroniMember {
+	return append([]*PatroniMember(nil), pc.members...)
+}
+
+// Member returns the member with the given Patroni name, or nil.
+func (pc *PatroniCluster) Member(name string) *PatroniMember {
+	for _, m := range pc.members {
+		if m.name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Password returns the superuser's password.
+func (pc *PatroniCluster) Password() string { return pc.opts.Password }
+
+// ConnString returns a multi-host URL over every member's PostgreSQL in
+// member order, as the superuser postgres with the cluster's password:
+// postgres://postgres:<pw>@127.0.0.1:p0,127.0.0.1:p1,.../postgres?sslmode=disable
+// with params (like "target_session_attrs=read-write") appended when not
+// empty.
+func (pc *PatroniCluster) ConnString(params string) string {
+	hosts := make([]string, len(pc.members))
+	for i, m := range pc.members {
+		hosts[i] = m.Addr()
+	}
+	return connURL(pc.opts.Password, hosts, params)
+}
+
+// APIURLs returns the base URL of every member's REST API
+// (http://127.0.0.1:port) in member order.
+func (pc *PatroniCluster) APIURLs() []string {
+	urls := make([]string, len(pc.members))
+	for i, m := range pc.members {
+		urls[i] = m.APIURL()
+	}
+	return urls
+}
+
+// Scope returns the Patroni cluster name (scope).
+func (pc *PatroniCluster) Scope() string { return pc.scope }
