@@ -152,7 +152,7 @@ func checkParse(t *testing.T, s string) {
 		if len(h.tls) == 0 || len(h.tls) > 2 {
 			t.Fatalf("host %s has %d variants", h.Addr(), len(h.tls))
 		}
-		hc := c.hostPoolConfig(i).ConnConfig
+		hc := c.hostConfig(c.Hosts[i]).ConnConfig
 		if hc.Host != h.Host || hc.Port != h.Port {
 			t.Fatalf("host pool %d dials %s:%d, want %s", i, hc.Host, hc.Port, h.Addr())
 		}

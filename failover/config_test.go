@@ -493,7 +493,7 @@ func TestParseConfigConnectTimeout(t *testing.T) {
 			if got := c.ConnConfig.ConnectTimeout; got != tt.want {
 				t.Errorf("ConnectTimeout = %v, want %v", got, tt.want)
 			}
-			if got := c.hostPoolConfig(0).ConnConfig.ConnectTimeout; got != tt.want {
+			if got := c.hostConfig(c.Hosts[0]).ConnConfig.ConnectTimeout; got != tt.want {
 				t.Errorf("host pool ConnectTimeout = %v, want %v", got, tt.want)
 			}
 		})
@@ -756,7 +756,7 @@ func TestParseConfigRemovesOwnKeys(t *testing.T) {
 		t.Helper()
 		params := []map[string]string{c.ConnConfig.RuntimeParams}
 		for i := range c.Hosts {
-			params = append(params, c.hostPoolConfig(i).ConnConfig.RuntimeParams)
+			params = append(params, c.hostConfig(c.Hosts[i]).ConnConfig.RuntimeParams)
 		}
 		for _, rp := range params {
 			for _, k := range keys {
@@ -870,7 +870,7 @@ func TestParseConfigPoolSettings(t *testing.T) {
 		kv{"pool_max_conn_idle_time", "1m"}, kv{"pool_health_check_period", "15s"}) {
 		t.Run(f.name, func(t *testing.T) {
 			c := mustParse(t, f.conn)
-			for i, pc := range append([]*pgxpool.Config{c.Config}, c.hostPoolConfig(0), c.hostPoolConfig(1)) {
+			for i, pc := range append([]*pgxpool.Config{c.Config}, c.hostConfig(c.Hosts[0]), c.hostConfig(c.Hosts[1])) {
 				if pc.MaxConns != 7 || pc.MinConns != 2 || pc.MaxConnLifetime != 10*time.Minute ||
 					pc.MaxConnIdleTime != time.Minute || pc.HealthCheckPeriod != 15*time.Second {
 					t.Errorf("config %d: MaxConns=%d MinConns=%d MaxConnLifetime=%v MaxConnIdleTime=%v HealthCheckPeriod=%v",
@@ -953,7 +953,7 @@ func TestHostPoolConfig(t *testing.T) {
 				t.Fatalf("hosts = %q", addrs(c.Hosts))
 			}
 			for i, h := range c.Hosts {
-				pc := c.hostPoolConfig(i)
+				pc := c.hostConfig(c.Hosts[i])
 				cc := pc.ConnConfig
 				if cc.Host != tt.hosts[i] || cc.Port != uint16(5432+i) {
 					t.Errorf("host %d: %s:%d, want %s:%d", i, cc.Host, cc.Port, tt.hosts[i], 5432+i)
@@ -1014,14 +1014,14 @@ func TestHostPoolConfigHostAddedByHand(t *testing.T) {
 	clearPGEnv(t)
 	c := mustParse(t, "host=db-a sslmode=require")
 	c.Hosts = append(c.Hosts, Host{Host: "db-x", Port: 6000}, Host{Host: "/tmp/sock", Port: 6001})
-	pc := c.hostPoolConfig(1).ConnConfig
+	pc := c.hostConfig(c.Hosts[1]).ConnConfig
 	if pc.Host != "db-x" || pc.Port != 6000 || pc.TLSConfig == nil || pc.TLSConfig.ServerName != "db-x" || pc.Fallbacks != nil {
 		t.Errorf("hand-added host: %s:%d TLS=%v fallbacks=%v", pc.Host, pc.Port, pc.TLSConfig != nil, pc.Fallbacks)
 	}
 	if c.ConnConfig.TLSConfig.ServerName != "db-a" {
 		t.Error("template TLS config changed")
 	}
-	if pc := c.hostPoolConfig(2).ConnConfig; pc.TLSConfig != nil {
+	if pc := c.hostConfig(c.Hosts[2]).ConnConfig; pc.TLSConfig != nil {
 		t.Error("unix socket host got a TLS config")
 	}
 }

@@ -51,17 +51,15 @@ func dedupHosts(hosts []Host) []Host {
 	return slices.Clip(out)
 }
 
-// hostPoolConfig returns the pgxpool config for host i: a copy of
-// the embedded pgxpool.Config whose ConnConfig Host, Port and TLSConfig are those of the
-// first TLS variant of Hosts[i] and whose Fallbacks are that same host's
-// other variants, so a pool never dials a host other than its own.
+// hostConfig returns the pgxpool config for host h: a copy of the embedded
+// pgxpool.Config whose ConnConfig Host, Port and TLSConfig are those of the
+// first TLS variant of h and whose Fallbacks are that same host's other
+// variants, so a pool never dials a host other than its own.
 //
-// A Host without variants (one added to Hosts by hand) gets the template's
-// TLS settings with ServerName set to its own name, and no TLS at all when
-// it is a unix socket.
-func (c *Config) hostPoolConfig(i int) *pgxpool.Config { return c.hostConfig(c.Hosts[i]) }
-
-// hostConfig returns the pgxpool config for host h; see hostPoolConfig.
+// A Host without variants (one a topology source named, or one added to
+// Hosts by hand) gets the template's TLS settings with ServerName set to
+// its own name, so sslmode=verify-full checks the certificate against it,
+// and no TLS at all when it is a unix socket.
 func (c *Config) hostConfig(h Host) *pgxpool.Config {
 	pc := c.Config.Copy()
 	cc := pc.ConnConfig

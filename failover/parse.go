@@ -240,7 +240,7 @@ func ParseConfig(connString string) (*Config, error) {
 	c.Hosts = dedupHosts(hosts)
 
 	// Each host's pool gets its own Host, Port, TLS and fallbacks from
-	// hostPoolConfig; the template keeps the first host's for reference.
+	// hostConfig; the template keeps the first host's for reference.
 	cc.Fallbacks = nil
 	return c, nil
 }
