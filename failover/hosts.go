@@ -19,11 +19,11 @@ type hostTable struct {
 
 // setHosts makes the host set the connection string's hosts merged with
 // the topology source's last report. A host that stays keeps its pool and
-// its state; a new host gets a pool (and, when start is set, a probe loop)
-// and starts Unknown with the role the source claims; a host that left is
+// its state; a new host gets a pool (and a probe loop, once the Pool
+// probes) and starts Unknown with the role the source claims; a host that left is
 // drained: calls in flight on it finish, then its pool closes, in the
 // background, and Close waits for it.
-func (p *Pool) setHosts(sourced []topology.Member, start bool) {
+func (p *Pool) setHosts(sourced []topology.Member) {
 	p.topoMu.Lock()
 	defer p.topoMu.Unlock()
 	if p.closed.Load() {
@@ -44,7 +44,7 @@ func (p *Pool) setHosts(sourced []topology.Member, start bool) {
 				p.logHostError(w.Addr, err)
 				continue
 			}
-			if start {
+			if p.probing {
 				p.startProbe(h)
 			}
 		}
@@ -104,14 +104,27 @@ func (p *Pool) retire(h *hostPool) {
 	})
 }
 
-// watch follows the topology source until the Pool closes.
-func (p *Pool) watch(src topology.Source) {
+// startProbing starts every host's probe loop, and makes hosts added from
+// now on start theirs at once. Until then only NewWithConfig probes.
+func (p *Pool) startProbing() {
+	p.topoMu.Lock()
+	defer p.topoMu.Unlock()
+	p.probing = true
+	for _, h := range p.hosts.Load().list {
+		p.startProbe(h)
+	}
+}
+
+// watch follows the topology source until the Pool closes. reported is
+// called after each update has been applied.
+func (p *Pool) watch(src topology.Source, reported func()) {
 	err := src.Watch(p.life, func(t topology.Topology) {
 		members := t.Members
 		if members == nil {
 			members = []topology.Member{}
 		}
-		p.setHosts(members, true)
+		p.setHosts(members)
+		reported()
 	})
 	if err != nil && p.life.Err() == nil && p.cfg.Logger != nil {
 		p.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "pgfailover: the topology source stopped", slog.String("error", err.Error()))

@@ -36,6 +36,7 @@ type Pool struct {
 	// while held: creating a host's pgxpool connects nothing.
 	topoMu  sync.Mutex
 	sourced []topology.Member // the topology source's last report
+	probing bool              // probe loops run; new hosts get one at once
 
 	// waiting counts calls waiting for a usable host. While it is above
 	// zero the probes ask every few milliseconds.
@@ -92,17 +93,27 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	p.wake.Store(&wake)
 	p.life, p.stop = context.WithCancel(context.Background())
 
-	p.setHosts(nil, false)
+	p.setHosts(nil)
+	if src := cfg.Topology; src != nil {
+		// The source's first report decides which hosts New probes, so a
+		// connection string that names only some members (or none that
+		// suits the target) still works.
+		first := make(chan struct{})
+		var once sync.Once
+		p.bg.Go(func() { p.watch(src, func() { once.Do(func() { close(first) }) }) })
+		t := p.clock.NewTimer(p.probeTimeout())
+		select {
+		case <-first:
+		case <-t.C():
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	if err := p.probeAll(ctx); err != nil {
 		p.Close()
 		return nil, err
 	}
-	for _, h := range p.hosts.Load().list {
-		p.startProbe(h)
-	}
-	if src := cfg.Topology; src != nil {
-		p.bg.Go(func() { p.watch(src) })
-	}
+	p.startProbing()
 	return p, nil
 }
 
