@@ -1,0 +1,66 @@
+package failover_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// TestMinConnsDoNotHammerAWrongRoleHost checks that pool_min_conns does not
+// make the Pool reconnect over and over to a host in the wrong role for its
+// target. pgxpool keeps opening connections up to MinConns; the replica
+// refuses each one (role check), and closing a host's connections on every
+// probe would start that again each time.
+func TestMinConnsDoNotHammerAWrongRoleHost(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	replica := c.Replicas()[0]
+	cfg, err := failover.ParseConfig(c.ConnString("pool_min_conns=2&health_probe_interval=500ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// BeforeConnect runs before every connection attempt of a host's pool
+	// and of its probe.
+	var mu sync.Mutex
+	dials := map[int]int{}
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		mu.Lock()
+		dials[int(cc.Port)]++
+		mu.Unlock()
+		return nil
+	}
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	probes := func() int64 {
+		for _, h := range pool.Stat().Hosts() {
+			if h.Addr == replica.Addr() {
+				return h.Probes
+			}
+		}
+		t.Fatalf("no host %s", replica.Addr())
+		return 0
+	}
+	// Five probes at 500 ms: the 2.5 s in which the Pool used to dial the
+	// replica a dozen times.
+	start := probes()
+	waitUntil(t, 10*time.Second, "five probes of the replica", func() bool { return probes() >= start+5 })
+	mu.Lock()
+	n := dials[replica.Port()]
+	mu.Unlock()
+	// The probe keeps one connection open; pgxpool's first fill is two
+	// attempts, and one more pair may follow when the role is first seen.
+	if n > 5 {
+		t.Errorf("%d connection attempts to the replica in %d probes; want at most 5", n, probes())
+	}
+	t.Logf("%d connection attempts to the replica on port %d", n, replica.Port())
+}
