@@ -30,10 +30,29 @@
 // host; a transaction whose connection died fails with ErrTxInterrupted,
 // and RunTx runs a whole transaction function again in that case.
 //
-// The walk is bounded by failover_max_attempts, failover_max_duration and
-// the caller's context, with full-jitter exponential backoff paid once per
-// round over the hosts. When it cannot finish, a *FailoverError (wrapping
-// ErrNoHost or ErrBudgetExhausted) says what each host did.
+// # Waiting for a primary
+//
+// A call goes to the best host that can take it now: one that answered in
+// a role the target accepts, or one not tried yet. Hosts that are
+// unreachable, refusing for now or in the wrong role are left to the
+// background probes. When no host can take the call, it waits, and wakes
+// as soon as a probe or another call sees a host change; while any call
+// waits, every host is probed every few milliseconds, so a promotion is
+// found within milliseconds. One deadline, failover_max_duration from the
+// call's first failover event, bounds the waiting and the attempts, with
+// the caller's context. failover_max_attempts bounds how many times the
+// statement is sent to hosts that fail under it; before sending again to a
+// host that already failed, the call pays a full-jitter exponential
+// backoff. When it cannot finish, a *FailoverError (wrapping ErrNoHost or
+// ErrBudgetExhausted) says what each host did.
+//
+// # Hosts that come and go
+//
+// Config.Topology takes a topology.Source, which reports the cluster's
+// members as they change; they are merged with the connection string's
+// hosts. Hosts are known by address: one that stays keeps its state and
+// connections, a new one starts unknown, and one that leaves is drained and
+// closed.
 //
 // # Observability
 //

@@ -97,13 +97,18 @@ var fallbackKeys = []string{
 //	zones                     ""          comma list, one zone per host, positional like port=
 //	                                      (a single value applies to every host; "a,,b" leaves
 //	                                      the second host without a zone)
-//	failover_max_attempts     8           attempts per call, first one included; at least 1
-//	failover_max_duration     30s         time one call may spend failing over; > 0
-//	failover_backoff_initial  50ms        first backoff base between rounds; > 0
+//	failover_max_attempts     8           sends of a call's statement to hosts that fail under it,
+//	                                      the first included; waiting for a usable host and
+//	                                      a host in the wrong role use none; at least 1
+//	failover_max_duration     30s         time one call may spend failing over, waiting for a
+//	                                      usable host included; > 0
+//	failover_backoff_initial  50ms        first backoff base before sending again to a host
+//	                                      that failed under the same call; > 0
 //	failover_backoff_max      1s          largest backoff base; >= failover_backoff_initial
 //	                                      (when unset it is raised to failover_backoff_initial
 //	                                      if that is larger than 1s)
-//	health_probe_interval     1s          period of the role and lag probes; > 0
+//	health_probe_interval     1s          period of the role and zone probes; every 2ms
+//	                                      instead while a call waits for a usable host; > 0
 //	pin_after_write           1s          reserved for read routing through replicas: reads
 //	                                      to go to the primary for this long after a write
 //	                                      (read-your-writes); >= 0, 0 turns it off
