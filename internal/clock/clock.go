@@ -1,5 +1,3 @@
-// Package clock is the time source of the failover package, so that tests
-// can run the walk, its pauses and RunTx's budget on a clock they move.
 package clock
 
 import "time"
