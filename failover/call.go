@@ -67,8 +67,8 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 		switch {
 		case c.p.closed.Load():
 			return nil, ErrClosed
-		case h.retired.Load():
-			continue // the host left the topology while we dialled it
+		case h.retired.Load(), errors.Is(err, errHostNotUsable):
+			continue // the host left the topology, or went down, while we waited for it
 		case c.episode && c.ctx.Err() == nil && !c.timeLeft():
 			// The budget, not the host, ended the attempt.
 			c.note(h.addr, err)

@@ -40,6 +40,21 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	hp.probe.config = cfg.ConnConfig.Copy()
 	hp.probe.beforeConnect = cfg.BeforeConnect
 
+	// Only the probe dials a host that cannot take calls now. Callers that
+	// were already waiting inside pgxpool's Acquire when the host went down
+	// would otherwise each dial it once more, and pool_min_conns would keep
+	// dialling a host in the wrong role.
+	userBeforeConnect := cfg.BeforeConnect
+	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		if !p.canTake(hp) {
+			return errHostNotUsable
+		}
+		if userBeforeConnect != nil {
+			return userBeforeConnect(ctx, cc)
+		}
+		return nil
+	}
+
 	cfg.ConnConfig.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 		role, err := serverRole(ctx, conn)
 		if err != nil {
@@ -90,6 +105,18 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	}
 	hp.pool = pool
 	return hp, nil
+}
+
+// errHostNotUsable is what a host's pool returns instead of dialling a host
+// that cannot take calls now. The call moves on without counting an attempt.
+var errHostNotUsable = errors.New("pgfailover: host cannot take calls now")
+
+// canTake reports whether host h can take calls for the Pool's target now:
+// it is Healthy or Unknown in the current snapshot.
+func (p *Pool) canTake(h *hostPool) bool {
+	s := p.tracker.Snapshot()
+	i, ok := s.Lookup(h.addr)
+	return ok && s.Usable(i, p.cfg.Target)
 }
 
 // usable reports whether an idle connection of host h may be handed out.

@@ -1,0 +1,133 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// TestWaitingCallsDoNotDial runs 200 writers through a Pool of four
+// connections per host and stops the primary. Once the Pool knows the
+// primary is down and the other host is a replica, the writers wait: only
+// the probes touch the hosts, however many callers there are. When the
+// replica is promoted, they all go on.
+func TestWaitingCallsDoNotDial(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, replica := c.Primary(), c.Replicas()[0]
+	cfg, err := failover.ParseConfig(c.ConnString("pool_max_conns=4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	dials := map[int]int{}
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		mu.Lock()
+		dials[int(cc.Port)]++
+		mu.Unlock()
+		return nil
+	}
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		acked   atomic.Int64
+		errsMu  sync.Mutex
+		errs    []error
+		stop    = make(chan struct{})
+		writers sync.WaitGroup
+	)
+	for range 200 {
+		writers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				_, err := pool.Exec(cctx, "INSERT INTO writes VALUES (1)")
+				cancel()
+				if err == nil {
+					acked.Add(1)
+					continue
+				}
+				errsMu.Lock()
+				errs = append(errs, err)
+				errsMu.Unlock()
+			}
+		})
+	}
+	defer func() { close(stop); writers.Wait() }()
+	waitUntil(t, 30*time.Second, "writes before the fault", func() bool { return acked.Load() >= 200 })
+
+	if err := old.Stop(ctx, pgtest.Fast); err != nil {
+		t.Fatal(err)
+	}
+	host := func(n *pgtest.Node) failover.HostStat {
+		for _, h := range pool.Stat().Hosts() {
+			if h.Addr == n.Addr() {
+				return h
+			}
+		}
+		t.Fatalf("no host %s", n.Addr())
+		return failover.HostStat{}
+	}
+	waitUntil(t, 30*time.Second, "the primary known down", func() bool {
+		return host(old).State == hosthealth.TransportError
+	})
+	count := func(n *pgtest.Node) int { mu.Lock(); defer mu.Unlock(); return dials[n.Port()] }
+	oldDials, oldProbes := count(old), host(old).Probes
+	replicaDials, replicaProbes := count(replica), host(replica).Probes
+	ackedBefore := acked.Load()
+
+	// Let the probes run a few hundred times while the writers wait.
+	waitUntil(t, 30*time.Second, "probes while the writers wait", func() bool {
+		return host(old).Probes >= oldProbes+200
+	})
+	if got := acked.Load(); got != ackedBefore {
+		t.Fatalf("%d writes acknowledged with no primary", got-ackedBefore)
+	}
+	dOld, pOld := count(old)-oldDials, host(old).Probes-oldProbes
+	dReplica, pReplica := count(replica)-replicaDials, host(replica).Probes-replicaProbes
+	// A probe of a host that is down dials it; one of a live replica uses
+	// its open connection. Allow one dial in flight at each end.
+	if int64(dOld) > pOld+1 {
+		t.Errorf("%d dials to the stopped primary during %d probes: callers dialled it", dOld, pOld)
+	}
+	if dReplica > 1 {
+		t.Errorf("%d dials to the replica during %d probes: callers dialled a host in the wrong role", dReplica, pReplica)
+	}
+	t.Logf("while 200 writers waited: %d probes and %d dials of the stopped primary, %d probes and %d dials of the replica",
+		pOld, dOld, pReplica, dReplica)
+
+	if err := c.Promote(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "writes on the new primary", func() bool { return acked.Load() >= ackedBefore+200 })
+	errsMu.Lock()
+	defer errsMu.Unlock()
+	for _, err := range errs {
+		if !errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+			t.Errorf("a write failed with %v", err)
+		}
+	}
+	if len(errs) > 4 {
+		t.Errorf("%d writes failed; at most the 4 in flight at the fault may", len(errs))
+	}
+}
