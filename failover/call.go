@@ -30,9 +30,10 @@ var errRetry = errors.New("pgfailover: retry")
 // bounded by one deadline fixed at the first failover event
 // (failover_max_duration) and by the caller's context.
 type call struct {
-	p    *Pool
-	ctx  context.Context
-	host *hostPool // host of the current attempt, nil before the first
+	p      *Pool
+	ctx    context.Context
+	picker picker    // which hosts the call may use, best first
+	host   *hostPool // host of the current attempt, nil before the first
 
 	settledOnce bool // the call's outcome has been decided and counted
 
@@ -48,7 +49,31 @@ type call struct {
 }
 
 func (p *Pool) newCall(ctx context.Context) call {
-	return call{p: p, ctx: ctx}
+	return call{p: p, ctx: ctx, picker: p.picker}
+}
+
+// errKeep is what an attempt's op returns when it succeeded but the call
+// goes on (rows still to be read): attempt returns nil without settling.
+var errKeep = errors.New("pgfailover: attempt succeeded, call goes on")
+
+// attempt runs op on a connection from each host the call picks, until op
+// succeeds or the call settles. op releases the connection unless it keeps
+// it, and returns its error with the policy that applies to it, which on
+// success says whether the call may have written.
+func (c *call) attempt(op func(*pgxpool.Conn) (policy, error)) error {
+	for {
+		conn, err := c.acquire()
+		if err != nil {
+			return err
+		}
+		rule, err := op(conn)
+		if err == errKeep {
+			return nil
+		}
+		if err = c.done(err, rule); err != errRetry {
+			return err
+		}
+	}
 }
 
 // acquire picks the next host and acquires a connection from it, walking on
@@ -95,29 +120,16 @@ func (c *call) acquireFrom(h *hostPool) (*pgxpool.Conn, error) {
 // pick chooses the host for the next attempt, waiting while no host can
 // take it.
 func (c *call) pick() (*hostPool, error) {
-	target := c.p.cfg.Target
 	for {
 		if c.p.closed.Load() {
 			return nil, ErrClosed
 		}
 		if err := c.ctx.Err(); err != nil {
-			return nil, c.giveUp(c.p.noHostOr(ErrBudgetExhausted), err)
+			return nil, c.giveUp(c.noHostOr(ErrBudgetExhausted), err)
 		}
 		s := c.p.tracker.Snapshot()
-		hosts := c.p.hosts.Load()
-		heldBack := false
-		for _, i := range s.Ranking(target) {
-			if !s.Usable(i, target) {
-				break
-			}
-			h := hosts.byAddr[s.Host(i).Addr]
-			if h == nil || h.retired.Load() {
-				continue
-			}
-			if c.failedOn(h.addr) && c.p.clock.Now().Before(c.notBefore) {
-				heldBack = true
-				continue
-			}
+		h, heldBack := c.picker.next(s, c.p.hosts.Load(), c)
+		if h != nil {
 			c.host = h
 			return h, nil
 		}
@@ -125,6 +137,21 @@ func (c *call) pick() (*hostPool, error) {
 			return nil, err
 		}
 	}
+}
+
+// heldBack reports whether the call must not send to h yet: h failed under
+// this call and the backoff before sending there again has not run out.
+func (c *call) heldBack(h *hostPool) bool {
+	return c.failedOn(h.addr) && c.p.clock.Now().Before(c.notBefore)
+}
+
+// noHostOr returns ErrNoHost when every host is in the wrong role for the
+// call's picker, else kind.
+func (c *call) noHostOr(kind error) error {
+	if c.picker.noHost(c.p.tracker.Snapshot()) {
+		return ErrNoHost
+	}
+	return kind
 }
 
 // wait blocks until the host snapshot s is superseded, the backoff before
@@ -139,7 +166,7 @@ func (c *call) wait(s *hosthealth.Snapshot, heldBack bool) error {
 		until = c.notBefore
 	}
 	if !now.Before(c.deadline) {
-		return c.giveUp(c.p.noHostOr(ErrBudgetExhausted), nil)
+		return c.giveUp(c.noHostOr(ErrBudgetExhausted), nil)
 	}
 	c.p.waitStarted()
 	defer c.p.waitEnded()
@@ -151,7 +178,7 @@ func (c *call) wait(s *hosthealth.Snapshot, heldBack bool) error {
 	case <-t.C():
 		return nil // the deadline is checked again on the next round
 	case <-c.ctx.Done():
-		return c.giveUp(c.p.noHostOr(ErrBudgetExhausted), c.ctx.Err())
+		return c.giveUp(c.noHostOr(ErrBudgetExhausted), c.ctx.Err())
 	case <-c.p.life.Done():
 		return ErrClosed
 	}

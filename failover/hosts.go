@@ -138,18 +138,6 @@ func (p *Pool) logHostError(addr string, err error) {
 	}
 }
 
-// noHostOr returns ErrNoHost when every host is in the wrong role for the
-// target, else kind.
-func (p *Pool) noHostOr(kind error) error {
-	s := p.tracker.Snapshot()
-	for i := range s.Len() {
-		if s.State(i, p.cfg.Target) != hosthealth.TopologyReject {
-			return kind
-		}
-	}
-	return ErrNoHost
-}
-
 // noteWrite records that a call that may have written succeeded. The
 // clock is read once; the shared word is written at most once a
 // millisecond, so that concurrent writers do not fight over it.

@@ -26,6 +26,7 @@ import (
 type Pool struct {
 	cfg       *Config
 	clock     clock.Clock
+	picker    picker // the hosts for the Pool's target
 	tracker   *hosthealth.Tracker
 	telemetry *telemetry
 
@@ -82,6 +83,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	p := &Pool{
 		cfg:       cfg,
 		clock:     cfg.clock,
+		picker:    picker{target: cfg.Target},
 		telemetry: tel,
 	}
 	if p.clock == nil {
@@ -173,17 +175,11 @@ func (p *Pool) AcquireFunc(ctx context.Context, f func(*pgxpool.Conn) error) err
 // any other read.
 func (p *Pool) Ping(ctx context.Context) error {
 	c := p.newCall(ctx)
-	for {
-		conn, err := c.acquire()
-		if err != nil {
-			return err
-		}
-		err = conn.Ping(ctx)
+	return c.attempt(func(conn *pgxpool.Conn) (policy, error) {
+		err := conn.Ping(ctx)
 		conn.Release()
-		if err = c.done(err, idempotent); err != errRetry {
-			return err
-		}
-	}
+		return idempotent, err
+	})
 }
 
 // Exec runs sql on the primary (or the best host for the target). It moves
@@ -195,18 +191,15 @@ func (p *Pool) Ping(ctx context.Context) error {
 // and never runs it again.
 func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	c := p.newCall(ctx)
-	for {
-		conn, err := c.acquire()
-		if err != nil {
-			return pgconn.CommandTag{}, err
-		}
-		tag, err := conn.Exec(ctx, sql, args...)
+	var tag pgconn.CommandTag
+	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
+		var err error
+		tag, err = conn.Exec(ctx, sql, args...)
 		err = explainRefusal(ctx, conn, err)
 		conn.Release()
-		if err = c.done(err, execPolicy(ctx, sql)); err != errRetry {
-			return tag, err
-		}
-	}
+		return execPolicy(ctx, sql), err
+	})
+	return tag, err
 }
 
 // CopyFrom runs a COPY FROM on the best host. It moves to another host only
@@ -214,21 +207,17 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 func (p *Pool) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
 	src := &watchedSource{CopyFromSource: rowSrc}
 	c := p.newCall(ctx)
-	for {
-		conn, err := c.acquire()
-		if err != nil {
-			return 0, err
-		}
-		n, err := conn.Conn().CopyFrom(ctx, tableName, columnNames, src)
+	var n int64
+	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
+		var err error
+		n, err = conn.Conn().CopyFrom(ctx, tableName, columnNames, src)
 		conn.Release()
-		rule := write
 		if src.touched {
-			rule = writes
+			return writes, err // rows were consumed: never sent again
 		}
-		if err = c.done(err, rule); err != errRetry {
-			return n, err
-		}
-	}
+		return write, err
+	})
+	return n, err
 }
 
 // watchedSource remembers whether COPY has started reading rows.
@@ -256,18 +245,18 @@ func (p *Pool) Begin(ctx context.Context) (pgx.Tx, error) {
 // after an interruption.
 func (p *Pool) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
 	c := p.newCall(ctx)
-	for {
-		conn, err := c.acquire()
-		if err != nil {
-			return nil, err
-		}
+	var t *tx
+	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
 		inner, err := conn.BeginTx(ctx, txOptions)
-		if err == nil {
-			return &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host, writes: txOptions.AccessMode != pgx.ReadOnly}, c.done(nil, idempotent)
+		if err != nil {
+			conn.Release()
+			return idempotent, err
 		}
-		conn.Release()
-		if err = c.done(err, idempotent); err != errRetry {
-			return nil, err
-		}
+		t = &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host, writes: txOptions.AccessMode != pgx.ReadOnly}
+		return idempotent, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return t, nil
 }

@@ -122,22 +122,16 @@ type rows struct {
 
 // start sends the query to the next host that accepts it.
 func (r *rows) start() error {
-	for {
-		conn, err := r.call.acquire()
-		if err != nil {
-			return err
-		}
+	return r.call.attempt(func(conn *pgxpool.Conn) (policy, error) {
 		inner, err := conn.Query(r.ctx, r.sql, r.args...)
 		if err == nil {
 			r.conn, r.inner = conn, inner
-			return nil
+			return delivered, errKeep
 		}
 		err = explainRefusal(r.ctx, conn, err)
 		conn.Release()
-		if err = r.call.done(err, queryPolicy(r.ctx, r.sql)); err != errRetry {
-			return err
-		}
-	}
+		return queryPolicy(r.ctx, r.sql), err
+	})
 }
 
 func (r *rows) Next() bool {

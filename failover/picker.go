@@ -1,0 +1,44 @@
+package failover
+
+import "github.com/pgfailover/pgfailover/hosthealth"
+
+// picker decides which hosts a call may use, and in which order. The Pool's
+// calls pick for the Pool's target, best ranked first; other routes (reads
+// spread over replicas) bring their own picker to the same walk. It is a
+// concrete type, not an interface, so that a call on the caller's stack
+// stays there.
+type picker struct {
+	target hosthealth.Target
+}
+
+// next returns the best host in s that can take the call now and is not
+// held back by the call, or nil. heldBack reports whether a usable host was
+// passed over only because the call's backoff holds it back.
+func (pk picker) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (h *hostPool, heldBack bool) {
+	for _, i := range s.Ranking(pk.target) {
+		if !s.Usable(i, pk.target) {
+			break // the ranking puts every usable host first
+		}
+		h := hosts.byAddr[s.Host(i).Addr]
+		switch {
+		case h == nil || h.retired.Load():
+			continue // left the topology since the snapshot
+		case c.heldBack(h):
+			heldBack = true
+			continue
+		}
+		return h, heldBack
+	}
+	return nil, heldBack
+}
+
+// noHost reports whether every host in s is in the wrong role for the
+// picker's target.
+func (pk picker) noHost(s *hosthealth.Snapshot) bool {
+	for i := range s.Len() {
+		if s.State(i, pk.target) != hosthealth.TopologyReject {
+			return false
+		}
+	}
+	return true
+}
