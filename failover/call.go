@@ -45,7 +45,8 @@ type call struct {
 	failed    []string  // hosts this call failed on (transport or transient)
 	notBefore time.Time // no re-send to a host in failed before this
 	backoff   *fullJitter
-	span      trace.Span // the failover episode
+	waited    time.Duration // time spent waiting for a usable host
+	span      trace.Span    // the failover episode
 }
 
 func (p *Pool) newCall(ctx context.Context) call {
@@ -170,6 +171,7 @@ func (c *call) wait(s *hosthealth.Snapshot, heldBack bool) error {
 	}
 	c.p.waitStarted()
 	defer c.p.waitEnded()
+	defer func() { c.waited += c.p.clock.Now().Sub(now) }()
 	t := c.p.clock.NewTimer(until.Sub(now))
 	defer t.Stop()
 	select {
@@ -287,6 +289,9 @@ func (c *call) finish(err error) {
 	c.settledOnce = true
 	if !c.episode {
 		return
+	}
+	if c.waited > 0 {
+		c.p.telemetry.waited(c.ctx, c.span, c.waited)
 	}
 	c.p.telemetry.endEpisode(c.span, err)
 	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {

@@ -59,8 +59,11 @@
 // Config.MeterProvider receives the counters pgfailover.failover.survived
 // (calls that completed after a failover event) and
 // pgfailover.failover.failed (calls that met one and could not complete).
-// Config.TracerProvider receives a pgfailover.failover span per failover
-// episode, with an event per host that failed. Config.Logger receives host
+// It also receives pgfailover.failover.wait, a histogram of the time calls
+// waited for a usable host, and pgfailover.host.state, a gauge of every
+// host with its state and role. Config.TracerProvider receives a
+// pgfailover.failover span per failover episode, with an event per host
+// that failed and one for the wait. Config.Logger receives host
 // state changes; the Pool logs nothing without it. No password appears in
 // any error, log line, metric or span.
 package failover

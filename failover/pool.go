@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
@@ -48,6 +49,8 @@ type Pool struct {
 	// lastWrite is the clock reading (Unix nanoseconds) when a call that
 	// may have written last succeeded.
 	lastWrite atomic.Int64
+
+	hostGauge metric.Registration // the pgfailover.host.state callback
 
 	closed    atomic.Bool
 	life      context.Context // ends at Close: stops the probes, the topology watch and any wait
@@ -116,6 +119,10 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, err
 	}
 	p.startProbing()
+	if p.hostGauge, err = tel.observeHosts(p); err != nil {
+		p.Close()
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -125,6 +132,9 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 func (p *Pool) Close() {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
+		if p.hostGauge != nil {
+			p.hostGauge.Unregister()
+		}
 		p.stop()
 		p.topoMu.Lock() // no host is added once closed is set and this is held
 		hosts := p.hosts.Load().list

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -20,8 +21,10 @@ const instrumentationName = "github.com/pgfailover/pgfailover"
 // telemetry holds the Pool's OpenTelemetry instruments. Nothing here runs
 // on a call that meets no failover event.
 type telemetry struct {
+	meter         metric.Meter
 	survivedCount metric.Int64Counter
 	failedCount   metric.Int64Counter
+	waitTime      metric.Float64Histogram
 	tracer        trace.Tracer
 }
 
@@ -45,7 +48,43 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 	if err != nil {
 		return nil, err
 	}
-	return &telemetry{survivedCount: survived, failedCount: failed, tracer: tp.Tracer(instrumentationName)}, nil
+	wait, err := m.Float64Histogram("pgfailover.failover.wait",
+		metric.WithDescription("Time calls spent waiting for a host that could take them, per call that waited."),
+		metric.WithUnit("s"))
+	if err != nil {
+		return nil, err
+	}
+	return &telemetry{meter: m, survivedCount: survived, failedCount: failed, waitTime: wait, tracer: tp.Tracer(instrumentationName)}, nil
+}
+
+// observeHosts reports every host of p, at each collection, as the gauge
+// pgfailover.host.state: 1 per host, with its address, its state for the
+// Pool's target and its role as attributes. Unregister it at Close.
+func (t *telemetry) observeHosts(p *Pool) (metric.Registration, error) {
+	gauge, err := t.meter.Int64ObservableGauge("pgfailover.host.state",
+		metric.WithDescription("Each host the Pool knows, with its state for the Pool's target and its role; always 1."),
+		metric.WithUnit("{host}"))
+	if err != nil {
+		return nil, err
+	}
+	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := p.tracker.Snapshot()
+		for i := range s.Len() {
+			h := s.Host(i)
+			o.ObserveInt64(gauge, 1, metric.WithAttributes(
+				attribute.String("pgfailover.host", h.Addr),
+				attribute.String("pgfailover.state", s.State(i, p.cfg.Target).String()),
+				attribute.String("pgfailover.role", h.Role.String()),
+			))
+		}
+		return nil
+	}, gauge)
+}
+
+// waited records that a call waited d for a usable host.
+func (t *telemetry) waited(ctx context.Context, span trace.Span, d time.Duration) {
+	t.waitTime.Record(ctx, d.Seconds())
+	span.AddEvent("waited for a usable host", trace.WithAttributes(attribute.Float64("pgfailover.wait_seconds", d.Seconds())))
 }
 
 // startEpisode starts the span of one call's failover episode: from its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -147,4 +148,113 @@ func eventNames(s sdktrace.ReadOnlySpan, addr string) bool {
 		}
 	}
 	return false
+}
+
+// gauges reads every int64 gauge data point the reader has collected.
+func gauges(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader, name string) []metricdata.DataPoint[int64] {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == name {
+				return g.DataPoints
+			}
+		}
+	}
+	return nil
+}
+
+// histogramCount is the number of values recorded in the float64 histogram
+// name.
+func histogramCount(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader, name string) uint64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name {
+				for _, dp := range h.DataPoints {
+					n += dp.Count
+				}
+			}
+		}
+	}
+	return n
+}
+
+func TestHostGaugeAndWaitTelemetry(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, replica := c.Primary(), c.Replicas()[0]
+	cfg, err := failover.ParseConfig(c.ConnString(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, meters := newMeter(t)
+	spans := tracetest.NewSpanRecorder()
+	cfg.MeterProvider = meters
+	cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	states := map[string]string{}
+	for _, dp := range gauges(t, ctx, reader, "pgfailover.host.state") {
+		host, _ := dp.Attributes.Value("pgfailover.host")
+		state, _ := dp.Attributes.Value("pgfailover.state")
+		states[host.AsString()] = state.AsString()
+	}
+	if states[old.Addr()] != "healthy" || states[replica.Addr()] != "topology-reject" || len(states) != 2 {
+		t.Fatalf("host gauge: %v", states)
+	}
+
+	if _, err := pool.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Stop(ctx, pgtest.Fast); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, "INSERT INTO t VALUES (1)")
+		done <- err
+	}()
+	probes := func() int64 {
+		for _, h := range pool.Stat().Hosts() {
+			if h.Addr == replica.Addr() {
+				return h.Probes
+			}
+		}
+		return 0
+	}
+	// The replica is probed every few milliseconds only while a call
+	// waits: seeing that shows the write is waiting.
+	start := probes()
+	waitUntil(t, 30*time.Second, "fast probes while the write waits", func() bool { return probes() >= start+20 })
+	if err := c.Promote(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the write that waited for the promotion: %v", err)
+	}
+	if n := histogramCount(t, ctx, reader, "pgfailover.failover.wait"); n != 1 {
+		t.Errorf("%d waits recorded, want 1", n)
+	}
+	var waited bool
+	for _, s := range spans.Ended() {
+		for _, e := range s.Events() {
+			waited = waited || e.Name == "waited for a usable host"
+		}
+	}
+	if !waited {
+		t.Error("no span event for the wait")
+	}
 }
