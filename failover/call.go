@@ -113,7 +113,8 @@ func (c *call) acquireFrom(h *hostPool) (*pgxpool.Conn, error) {
 	if !c.episode {
 		return h.pool.Acquire(c.ctx)
 	}
-	ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+	// What is left of the budget, on the Pool's clock, bounds the dial.
+	ctx, cancel := context.WithTimeout(c.ctx, c.deadline.Sub(c.p.clock.Now()))
 	defer cancel()
 	return h.pool.Acquire(ctx)
 }
