@@ -38,7 +38,6 @@ type call struct {
 	settledOnce bool // the call's outcome has been decided and counted
 
 	episode   bool      // a failover episode is under way: the call met a failure or waited
-	events    int       // failover events seen by this call
 	attempts  int       // failures that count against MaxAttempts
 	deadline  time.Time // end of the failover budget, fixed when the episode starts
 	outcomes  []HostError
@@ -221,7 +220,7 @@ func (c *call) done(err error, rule policy) error {
 		didNotRun:   hosthealth.DidNotRun(err),
 		rule:        rule,
 		callerDone:  callerDone,
-		failedOver:  c.events > 0,
+		failedOver:  c.episode,
 		attempts:    c.attempts,
 		maxAttempts: c.p.cfg.MaxAttempts,
 		timeLeft:    c.timeLeft(),
@@ -320,7 +319,6 @@ func (c *call) startEpisode() {
 // record notes a failover event on the current host.
 func (c *call) record(class hosthealth.Class, err error) {
 	c.startEpisode()
-	c.events++
 	c.note(c.host.addr, err)
 	c.p.telemetry.hostFailed(c.span, c.host.addr, class, err)
 }

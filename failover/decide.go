@@ -31,7 +31,7 @@ type failure struct {
 	didNotRun   bool             // the error proves the statement did nothing
 	rule        policy           // what the statement allows
 	callerDone  bool             // the caller's context has ended
-	failedOver  bool             // an earlier failover event hit this call
+	failedOver  bool             // the call was already failing over: it met a failover event or waited
 	attempts    int              // re-sendable failures counted before this one
 	maxAttempts int
 	timeLeft    bool // the call's failover deadline has not passed
