@@ -1,0 +1,131 @@
+package failover
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
+)
+
+// pickPool builds, in memory and without servers, a Pool with n hosts as
+// far as call.pick looks at it: the tracker, the host table and the
+// picker for target. Every host has answered: the last one is the primary, the others
+// are replicas, so that for TargetPrimary the best host is the last one
+// configured.
+func pickPool(b *testing.B, n int, target hosthealth.Target) *Pool {
+	hosts := make([]hosthealth.Host, n)
+	table := &hostTable{byAddr: make(map[string]*hostPool, n)}
+	for i := range hosts {
+		addr := fmt.Sprintf("db-%d.pg.example.internal:5432", i)
+		hosts[i] = hosthealth.Host{Addr: addr}
+		h := &hostPool{addr: addr}
+		table.byAddr[addr] = h
+		table.list = append(table.list, h)
+	}
+	p := &Pool{
+		cfg:     &Config{Target: target},
+		picker:  picker{target: target},
+		clock:   clock.Real(),
+		tracker: hosthealth.NewTracker(hosts, hosthealth.Options{}),
+	}
+	p.hosts.Store(table)
+	for i, h := range hosts {
+		role := hosthealth.RoleReplica
+		if i == n-1 {
+			role = hosthealth.RolePrimary
+		}
+		p.tracker.ObserveConnect(h.Addr, role)
+	}
+	return p
+}
+
+// BenchmarkPick measures the host pick of a call on the happy path (no
+// failure yet): a snapshot, the target's ranking, the best host's
+// usability and its pool by address. The ranking is precomputed, so the
+// cost should not grow with the number of hosts, nor under RunParallel,
+// where every goroutine reads the same snapshot and table.
+//
+//	go test -run '^$' -bench Pick -count 10 ./failover/
+func BenchmarkPick(b *testing.B) {
+	ctx := context.Background()
+	for _, target := range []hosthealth.Target{hosthealth.TargetPrimary, hosthealth.TargetPreferReplica} {
+		for _, n := range []int{3, 16, 64} {
+			p := pickPool(b, n, target)
+			want := p.hosts.Load().list[n-1]
+			if target == hosthealth.TargetPreferReplica {
+				want = p.hosts.Load().list[0]
+			}
+			name := fmt.Sprintf("target=%s/hosts=%d", target, n)
+			b.Run(name+"/serial", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					c := p.newCall(ctx)
+					if h, err := c.pick(); err != nil || h != want {
+						b.Fatal(h.addr, err)
+					}
+				}
+			})
+			b.Run(name+"/parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						c := p.newCall(ctx)
+						if h, err := c.pick(); err != nil || h != want {
+							b.Error(h.addr, err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkPickHeldBack measures a pick after the call failed on the best
+// host, whose re-send waits for the backoff: the pick reads the clock once
+// for it and takes the next host. This is the retry path, not the happy
+// one.
+func BenchmarkPickHeldBack(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{3, 16, 64} {
+		p := pickPool(b, n, hosthealth.TargetPreferReplica)
+		list := p.hosts.Load().list
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			failed := []string{list[0].addr}
+			notBefore := p.clock.Now().Add(1 << 62)
+			for b.Loop() {
+				c := p.newCall(ctx)
+				c.failed, c.notBefore = failed, notBefore
+				if h, err := c.pick(); err != nil || h != list[1] {
+					b.Fatal(h.addr, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPolicy measures what classifying a statement costs on the happy
+// path: Exec classifies its SQL on every call (execPolicy) and notes a
+// write on success (noteWrite reads the clock); QueryRow classifies only
+// after a failure (queryPolicy), so nothing of this runs on its happy path.
+func BenchmarkPolicy(b *testing.B) {
+	ctx := context.Background()
+	p := &Pool{clock: clock.Real()}
+	for _, sql := range []string{"SELECT 1", "INSERT INTO bench_exec (v) VALUES ($1)"} {
+		b.Run("execPolicy/sql="+sql, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				execPolicy(ctx, sql)
+			}
+		})
+	}
+	b.Run("noteWrite", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p.noteWrite()
+		}
+	})
+}
