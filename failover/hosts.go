@@ -100,7 +100,8 @@ func (p *Pool) retire(h *hostPool) {
 		if h.stopProbe != nil {
 			<-h.probeDone
 		}
-		h.pool.Close() // waits for the connections in use to come back
+		h.probe.close() // its loop closed it, unless it never ran
+		h.pool.Close()  // waits for the connections in use to come back
 	})
 }
 

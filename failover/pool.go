@@ -143,6 +143,9 @@ func (p *Pool) Close() {
 			h.pool.Close()
 		}
 		p.bg.Wait()
+		for _, h := range hosts {
+			h.probe.close() // its loop closed it, unless it never ran (New failed)
+		}
 	})
 }
 

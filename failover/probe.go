@@ -34,13 +34,17 @@ const probeSQL = `SELECT pg_is_in_recovery() OR (current_setting('default_transa
 // flight per host at a time.
 const fastProbeInterval = 2 * time.Millisecond
 
-// prober keeps one connection to its host for health probes. Only one
-// goroutine uses it at a time: NewWithConfig's first probe, then the host's
-// probe loop.
+// prober keeps one connection to its host for health probes. Its users
+// (NewWithConfig's first probe, then the host's probe loop, and whoever
+// closes it) take turns through mu.
 type prober struct {
 	config        *pgx.ConnConfig
 	beforeConnect func(context.Context, *pgx.ConnConfig) error // the user's pool hook, if any
-	conn          *pgconn.PgConn
+
+	// mu guards conn. It is held through a probe's I/O: the probe loop
+	// and the closers are the only ones to wait for it, never a call.
+	mu   sync.Mutex
+	conn *pgconn.PgConn
 }
 
 // probeResult is what one probe of one host found.
@@ -51,6 +55,8 @@ type probeResult struct {
 }
 
 func (pr *prober) run(ctx context.Context, timeout time.Duration) probeResult {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if pr.conn == nil || pr.conn.IsClosed() {
@@ -73,13 +79,21 @@ func (pr *prober) run(ctx context.Context, timeout time.Duration) probeResult {
 		res.Err = errors.New("pgfailover: unexpected answer to the health probe")
 	}
 	if res.Err != nil {
-		pr.close()
+		pr.closeLocked()
 		return probeResult{err: res.Err}
 	}
 	return probeResult{role: hosthealth.RecoveryRole(string(res.Rows[0][0]) == "t"), zone: string(res.Rows[0][1])}
 }
 
+// close closes the probe connection, if open. It may be called more than
+// once.
 func (pr *prober) close() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.closeLocked()
+}
+
+func (pr *prober) closeLocked() {
 	if pr.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -165,6 +179,10 @@ func (p *Pool) startProbe(h *hostPool) {
 		defer close(h.probeDone)
 		defer h.probe.close()
 		for {
+			// The wake channel is read before the waiters are counted: a
+			// first waiter that arrives in between closes this very
+			// channel, so the probe cannot sleep through it.
+			wake := *p.wake.Load()
 			interval := p.cfg.HealthProbeInterval
 			if p.waiting.Load() > 0 {
 				interval = fastProbeInterval
@@ -175,7 +193,7 @@ func (p *Pool) startProbe(h *hostPool) {
 				t.Stop()
 				return
 			case <-t.C():
-			case <-*p.wake.Load():
+			case <-wake:
 				t.Stop()
 			}
 			h.probes.Add(1)

@@ -57,15 +57,16 @@
 //
 // # Outages
 //
-// The first failure after a success starts an outage. At that moment every
-// Healthy host known to be in another zone than the client's is reset to
-// Unknown, keeping its role: a walk then tries the local hosts again before
-// it settles on a remote one, so traffic comes home once the local hosts
+// The first failure starts an outage. At that moment every Healthy host
+// known to be in another zone than the client's is reset to Unknown,
+// keeping its role: a walk then tries the local hosts again before it
+// settles on a remote one, so traffic comes home once the local hosts
 // recover. A Healthy host in the client's zone, or in no known zone, is left
 // alone and keeps the first place. The outage ends at the next connect that
-// brings a host back from any other state to Healthy; a connect to a host
-// that was already Healthy, even one that reports a new role, does not end
-// it.
+// brings a host back from a failure (TransientReject or TransportError) to
+// Healthy. A connect to a host that was Healthy or Unknown does not end it:
+// otherwise the reset hosts' next probes would end each outage at once, and
+// every probe of a host that stays down would start a new one.
 //
 // When a connection breaks mid-stream, report the failure with
 // [Tracker.ObserveFailure] before picking the next host: a snapshot taken

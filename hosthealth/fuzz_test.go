@@ -73,8 +73,8 @@ func (m *model) connect(addr string, r Role) {
 	if h == nil {
 		return
 	}
-	if h.state != Healthy {
-		m.outage = false // a host came back
+	if h.state == TransientReject || h.state == TransportError {
+		m.outage = false // a host came back from a failure
 	}
 	m.set(h, Healthy, r)
 }

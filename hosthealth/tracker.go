@@ -149,14 +149,17 @@ func (t *Tracker) fresh(hosts []Host, old *Snapshot) []HostStatus {
 // ObserveConnect records that a connect, probe or query on addr succeeded
 // and that the server reported role. The host becomes Healthy.
 //
-// A connect that brings a host back from a failure ends the current outage.
+// A connect that brings a host back from a failure (TransientReject or
+// TransportError) ends the current outage. One on a host that was only
+// Unknown does not: the outage's own reset makes hosts of other zones
+// Unknown, and their next probe is no recovery.
 func (t *Tracker) ObserveConnect(addr string, role Role) {
 	s := t.snap.Load()
 	if i, ok := s.index[addr]; !ok || (s.hosts[i].State == Healthy && s.hosts[i].Role == role) {
 		return // nothing changes: a connect that recovers nothing leaves an outage as it is
 	}
 	t.update(addr, func(h *HostStatus, outage bool) bool {
-		recovered := h.State != Healthy
+		recovered := h.State > Unknown
 		t.set(h, Healthy, role)
 		return outage && !recovered
 	})

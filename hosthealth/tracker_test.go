@@ -710,11 +710,11 @@ func TestOutageReset(t *testing.T) {
 			outage: true,
 		},
 		{
-			name:   "a host never tried that connects ends the outage",
+			name:   "a host never tried that connects ends no outage",
 			hosts:  hostsOf("a=eu-1a", "b=eu-1a"),
 			ops:    []op{fail("a", Transport), conn("b", RolePrimary)},
 			states: "transport-error healthy",
-			outage: false,
+			outage: true,
 		},
 		{
 			name:  "a connect on a host already healthy does not end the outage",
@@ -753,10 +753,19 @@ func TestOutageReset(t *testing.T) {
 			outage: true,
 		},
 		{
-			name:   "a healthy connect after the reset",
+			// Otherwise every probe round of a host that stays down would
+			// end the outage and start it again.
+			name:   "a connect on a host the reset made unknown ends no outage",
 			hosts:  hostsOf("a=eu-1a", "b=eu-1b"),
 			ops:    []op{conn("b", RoleReplica), fail("a", Transport), conn("b", RoleReplica)},
 			states: "transport-error healthy",
+			outage: true,
+		},
+		{
+			name:   "a host back from a failure ends the outage",
+			hosts:  hostsOf("a=eu-1a", "b=eu-1b"),
+			ops:    []op{conn("b", RoleReplica), fail("a", Transport), conn("a", RolePrimary)},
+			states: "healthy unknown",
 			outage: false,
 		},
 		{
@@ -1021,8 +1030,8 @@ func TestSetHostsCopiesHosts(t *testing.T) {
 func TestChanged(t *testing.T) {
 	// In an outage: a is a healthy primary, b a replica that failed.
 	inOutage := []op{conn("a", RolePrimary), conn("b", RoleReplica), fail("b", Transport)}
-	// Not in an outage: b failed, then a recovered.
-	calm := []op{fail("b", Transport), conn("a", RolePrimary)}
+	// Not in an outage: b failed, then recovered.
+	calm := []op{fail("b", Transport), conn("b", RoleReplica)}
 	tests := []struct {
 		name    string
 		setup   []op
@@ -1141,9 +1150,9 @@ func TestSnapshotIsImmutable(t *testing.T) {
 	if hosts[0].State != Healthy {
 		t.Errorf("an earlier Hosts copy changed: %v", hosts[0].State)
 	}
-	// c recovered (ending the outage a began) and then turned out to be
-	// remote, so the outage b's failure began reset it.
-	if got, want := facts(tr.Snapshot()), "c U/r/- eu-1b, d H/p/p -, a TE/p/- eu-1a"; got != want {
+	// c's connect was no recovery (it was only unknown), so the outage a's
+	// failure began goes on, b's refusal begins none, and c stays healthy.
+	if got, want := facts(tr.Snapshot()), "c H/r/- eu-1b, d H/p/p -, a TE/p/- eu-1a"; got != want {
 		t.Errorf("new facts %q, want %q", got, want)
 	}
 	// Hosts returns a copy the caller may change.
