@@ -179,7 +179,7 @@ func (br *batchResults) Close() error {
 		if err != nil {
 			return br.call.done(err, br.policy()&^(replayable|retryUnsent))
 		}
-		return br.call.done(nil, idempotent)
+		return br.call.done(nil, batchPolicy(br.ctx, br.batch)&writes)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -95,8 +96,9 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 		case h.retired.Load(), errors.Is(err, errHostNotUsable):
 			continue // the host left the topology, or went down, while we waited for it
 		case c.episode && c.ctx.Err() == nil && !c.timeLeft():
-			// The budget, not the host, ended the attempt.
-			c.note(h.addr, err)
+			// The budget, not the host, ended the attempt; what the host
+			// did before says more than the budget's own deadline.
+			c.noteFirst(h.addr, err)
 			return nil, c.giveUp(ErrBudgetExhausted, nil)
 		}
 		if err := c.done(err, idempotent); err != errRetry {
@@ -208,6 +210,14 @@ func (c *call) done(err error, rule policy) error {
 	if rc, ok := err.(*readOnlyByChoice); ok {
 		err, class = rc.err, hosthealth.NotFailover
 	}
+	if class == hosthealth.Topology && c.picker.target.Accepts(hosthealth.RoleReplica) {
+		if _, ok := errors.AsType[*hosthealth.RoleError](err); !ok {
+			// The target takes read-only servers, so a write refused by
+			// one is the caller's own, as with libpq: no other host is
+			// better placed to run it.
+			class = hosthealth.NotFailover
+		}
+	}
 	callerDone := c.ctx.Err() != nil
 	if !callerDone && class != hosthealth.NotFailover && class != hosthealth.Terminal {
 		c.p.markFailed(c.host, class, err)
@@ -218,6 +228,7 @@ func (c *call) done(err error, rule policy) error {
 	v, counts := decide(failure{
 		class:       class,
 		didNotRun:   hosthealth.DidNotRun(err),
+		answered:    class == hosthealth.NotFailover && isServerError(err),
 		rule:        rule,
 		callerDone:  callerDone,
 		failedOver:  c.episode,
@@ -323,6 +334,23 @@ func (c *call) record(class hosthealth.Class, err error) {
 	c.p.telemetry.hostFailed(c.span, c.host.addr, class, err)
 }
 
+// noteFirst keeps err as host addr's outcome unless it has one.
+func (c *call) noteFirst(addr string, err error) {
+	for _, o := range c.outcomes {
+		if o.Addr == addr {
+			return
+		}
+	}
+	c.note(addr, err)
+}
+
+// isServerError reports whether err is an error the server sent about the
+// statement: it ran and was rolled back, or never ran.
+func isServerError(err error) bool {
+	_, ok := errors.AsType[*pgconn.PgError](err)
+	return ok
+}
+
 // note keeps err as the last outcome of host addr.
 func (c *call) note(addr string, err error) {
 	for i := range c.outcomes {
@@ -343,6 +371,20 @@ func (c *call) giveUp(kind, cause error) error {
 		return cause
 	}
 	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: c.attempts, Hosts: c.outcomes}
+	// Hosts the call never tried (it waited while they were down or in the
+	// wrong role) are listed with what the Pool knew of them.
+	s := c.p.tracker.Snapshot()
+	for i := range s.Len() {
+		h := s.Host(i)
+		if slices.ContainsFunc(fe.Hosts, func(o HostError) bool { return o.Addr == h.Addr }) {
+			continue
+		}
+		var why error = &hosthealth.RoleError{Addr: h.Addr, Role: h.Role, Target: c.picker.target}
+		if st := s.State(i, c.picker.target); st != hosthealth.TopologyReject {
+			why = &hostStateError{state: st}
+		}
+		fe.Hosts = append(fe.Hosts, HostError{Addr: h.Addr, Err: why})
+	}
 	c.finish(fe)
 	return fe
 }

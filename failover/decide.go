@@ -29,6 +29,7 @@ const (
 type failure struct {
 	class       hosthealth.Class // what the error means for failover
 	didNotRun   bool             // the error proves the statement did nothing
+	answered    bool             // the server answered the statement with an error: it did not commit
 	rule        policy           // what the statement allows
 	callerDone  bool             // the caller's context has ended
 	failedOver  bool             // the call was already failing over: it met a failover event or waited
@@ -66,7 +67,7 @@ func decide(f failure) (v verdict, counts bool) {
 		// The caller gave up; nothing is retried. A write cut off in
 		// flight may still commit.
 		switch {
-		case f.rule&writes != 0 && !f.didNotRun:
+		case f.rule&writes != 0 && !f.didNotRun && !f.answered:
 			return failUnknown, false
 		case f.failedOver && f.rule&(replayable|retryUnsent) != 0:
 			// It would have moved on, but the deadline came first.
@@ -94,6 +95,9 @@ func decide(f failure) (v verdict, counts bool) {
 		return failHost, false
 	}
 	if f.class == hosthealth.Topology {
+		if !f.timeLeft {
+			return failBudget, false
+		}
 		return tryNext, false
 	}
 	if f.attempts+1 >= f.maxAttempts || !f.timeLeft {

@@ -47,7 +47,7 @@ func TestDecide(t *testing.T) {
 		{"unsent write", transport, unrun, write, false, false, 0, true, tryNext, true},
 		{"write refused by a standby", topology, unrun, write, false, false, 0, true, tryNext, false},
 		{"refusal is free at the last attempt", topology, unrun, write, false, true, 7, true, tryNext, false},
-		{"refusal is free past the deadline", topology, unrun, idempotent, false, true, 2, false, tryNext, false},
+		{"refusal past the deadline", topology, unrun, idempotent, false, true, 2, false, failBudget, false},
 		{"server starting up", transient, unrun, write, false, false, 0, true, tryNext, true},
 		{"read refused by a starting server", transient, unrun, readOnce, false, false, 0, true, tryNext, true},
 
@@ -75,5 +75,19 @@ func TestDecide(t *testing.T) {
 				t.Errorf("decide = %v (counts %v), want %v (counts %v)", got, counts, r.want, r.counts)
 			}
 		})
+	}
+}
+
+// TestDecideAnswered: once the server has answered a statement with an
+// error, its outcome is known (it did not commit), even when the caller's
+// deadline ends at the same moment.
+func TestDecideAnswered(t *testing.T) {
+	f := failure{class: hosthealth.NotFailover, rule: write, callerDone: true, maxAttempts: 8, timeLeft: true}
+	if v, _ := decide(f); v != failUnknown {
+		t.Fatalf("a write cut off as its caller gave up: %v, want %v", v, failUnknown)
+	}
+	f.answered = true
+	if v, _ := decide(f); v != passThrough {
+		t.Fatalf("a write the server refused as its caller gave up: %v, want %v", v, passThrough)
 	}
 }

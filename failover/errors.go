@@ -3,6 +3,8 @@ package failover
 import (
 	"errors"
 	"strings"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
 // Sentinel errors. Every error the Pool returns for a failover decision wraps
@@ -64,7 +66,7 @@ type FailoverError struct {
 	Kind     error       // ErrNoHost or ErrBudgetExhausted
 	Cause    error       // the caller's context error when that ended the walk, else nil
 	Attempts int         // attempts that counted against failover_max_attempts
-	Hosts    []HostError // last outcome of each host tried, in connection-string order
+	Hosts    []HostError // last outcome of each host, those tried first in the order tried
 }
 
 func (e *FailoverError) Error() string {
@@ -96,4 +98,12 @@ func (e *FailoverError) Unwrap() []error {
 		errs = append(errs, &e.Hosts[i])
 	}
 	return errs
+}
+
+// hostStateError describes a host a call did not try because the Pool knew
+// it could not take the call.
+type hostStateError struct{ state hosthealth.State }
+
+func (e *hostStateError) Error() string {
+	return "not tried: the host was " + e.state.String()
 }

@@ -112,7 +112,8 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 var errHostNotUsable = errors.New("pgfailover: host cannot take calls now")
 
 // canTake reports whether host h can take calls for the Pool's target now:
-// it is Healthy or Unknown in the current snapshot.
+// it is Healthy or Unknown in the current snapshot. A route that picks for
+// another target through the same pools must widen this check.
 func (p *Pool) canTake(h *hostPool) bool {
 	s := p.tracker.Snapshot()
 	i, ok := s.Lookup(h.addr)

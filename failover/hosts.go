@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -20,14 +21,15 @@ type hostTable struct {
 // setHosts makes the host set the connection string's hosts merged with
 // the topology source's last report. A host that stays keeps its pool and
 // its state; a new host gets a pool (and a probe loop, once the Pool
-// probes) and starts Unknown with the role the source claims; a host that left is
-// drained: calls in flight on it finish, then its pool closes, in the
-// background, and Close waits for it.
-func (p *Pool) setHosts(sourced []topology.Member) {
+// probes) and starts Unknown with the role the source claims; a host that
+// left is drained: calls in flight on it finish, then its pool closes, in
+// the background, and Close waits for it. It returns why hosts could not be
+// added, if any could not; the others are added all the same.
+func (p *Pool) setHosts(sourced []topology.Member) error {
 	p.topoMu.Lock()
 	defer p.topoMu.Unlock()
 	if p.closed.Load() {
-		return
+		return ErrClosed
 	}
 	if sourced != nil {
 		p.sourced = sourced
@@ -36,12 +38,14 @@ func (p *Pool) setHosts(sourced []topology.Member) {
 
 	old := p.hosts.Load()
 	next := &hostTable{byAddr: make(map[string]*hostPool, len(wanted))}
+	var errs []error
 	for i, w := range wanted {
 		h := old.byAddr[w.Addr]
 		if h == nil {
 			var err error
 			if h, err = p.newHostPool(configs[i]); err != nil {
 				p.logHostError(w.Addr, err)
+				errs = append(errs, err)
 				continue
 			}
 			if p.probing {
@@ -60,6 +64,7 @@ func (p *Pool) setHosts(sourced []topology.Member) {
 			p.retire(h)
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // wantedHosts lists the hosts the Pool should have now, with the
@@ -124,7 +129,7 @@ func (p *Pool) watch(src topology.Source, reported func()) {
 		if members == nil {
 			members = []topology.Member{}
 		}
-		p.setHosts(members)
+		p.setHosts(members) // hosts that cannot be added are logged
 		reported()
 	})
 	if err != nil && p.life.Err() == nil && p.cfg.Logger != nil {

@@ -98,7 +98,10 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	p.wake.Store(&wake)
 	p.life, p.stop = context.WithCancel(context.Background())
 
-	p.setHosts(nil)
+	if err := p.setHosts(nil); err != nil && len(p.hosts.Load().list) == 0 {
+		p.Close()
+		return nil, err
+	}
 	if src := cfg.Topology; src != nil {
 		// The source's first report decides which hosts New probes, so a
 		// connection string that names only some members (or none that

@@ -70,10 +70,10 @@ func (r *row) Scan(dest ...any) error {
 		switch {
 		case err == nil && !got:
 			err = pgx.ErrNoRows
-			r.err = r.call.done(nil, idempotent)
+			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&writes)
 		case err == nil:
 			err = scanErr
-			r.err = r.call.done(nil, idempotent)
+			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&writes)
 		case got:
 			// The row reached dest; what failed after it is not replayed.
 			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql)&writes)
@@ -158,12 +158,13 @@ func (r *rows) Next() bool {
 	return false
 }
 
-// policy is the retry policy for err, given what reached the caller.
+// policy is the retry policy for err, given what reached the caller. On
+// success it says whether the query may have written.
 func (r *rows) policy(err error) policy {
-	if err == nil {
-		return delivered
-	}
 	p := queryPolicy(r.ctx, r.sql)
+	if err == nil {
+		return p & writes
+	}
 	if r.delivered {
 		// Never replayed now; a write cut off is still of unknown outcome.
 		p &= writes

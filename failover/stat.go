@@ -28,13 +28,15 @@ type HostStat struct {
 // Stat returns a snapshot of every host's health and pool.
 func (p *Pool) Stat() *Stat {
 	hosts := p.hosts.Load().list
+	snap := p.tracker.Snapshot()
 	s := &Stat{hosts: make([]HostStat, 0, len(hosts))}
 	for _, h := range hosts {
-		st, ok := p.status(h.addr)
+		i, ok := snap.Lookup(h.addr)
 		if !ok {
-			continue // removed since the table was read
+			continue // added or removed since the table was read
 		}
-		st.State = st.StateFor(p.cfg.Target)
+		st := snap.Host(i)
+		st.State = snap.State(i, p.cfg.Target)
 		tier := hosthealth.ZoneTier(p.cfg.Target, p.cfg.Zone, st.Zone)
 		s.hosts = append(s.hosts, HostStat{HostStatus: st, Tier: tier, Probes: h.probes.Load(), Pool: h.pool.Stat()})
 	}

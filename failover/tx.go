@@ -38,9 +38,14 @@ func (t *tx) interrupted(err error) error {
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		// The caller's own deadline: not the host's fault. pgx closes the
-		// connection when a statement's context ends, so what fails after
-		// it is not the host's fault either.
-		t.callerGaveUp = true
+		// connection when a statement's context ends while it runs, so
+		// what fails after that is not the host's fault either. A context
+		// that had ended before anything was sent leaves the connection,
+		// and the transaction, as they were.
+		if t.Tx.Conn().PgConn().IsClosed() {
+			t.callerGaveUp = true
+		}
+		return err
 	}
 	if t.callerGaveUp || hosthealth.Classify(err) != hosthealth.Transport {
 		return err
@@ -93,7 +98,7 @@ func (t *tx) Commit(ctx context.Context) error {
 // COMMIT would only make its outcome look uncertain.
 func (t *tx) deadBeforeCommit() error {
 	pc := t.Tx.Conn().PgConn()
-	if t.callerGaveUp || pc.IsClosed() {
+	if pc.IsClosed() {
 		return errConnClosedBeforeCommit
 	}
 	if err := t.diedIdle(); err != nil {
