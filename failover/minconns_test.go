@@ -12,6 +12,26 @@ import (
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
+// countDials makes cfg count the connections its hosts' pools and probes
+// dial: BeforeConnect runs before each one. The Pool's own check, which
+// refuses to dial a host that cannot take calls, runs before it, so what is
+// counted is what reached the network.
+func countDials(cfg *failover.Config) func(*pgtest.Node) int {
+	var mu sync.Mutex
+	dials := map[int]int{}
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		mu.Lock()
+		defer mu.Unlock()
+		dials[int(cc.Port)]++
+		return nil
+	}
+	return func(n *pgtest.Node) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return dials[n.Port()]
+	}
+}
+
 // TestMinConnsDoNotHammerAWrongRoleHost checks that pool_min_conns does not
 // make the Pool reconnect over and over to a host in the wrong role for its
 // target. pgxpool keeps opening connections up to MinConns; the replica
@@ -25,16 +45,7 @@ func TestMinConnsDoNotHammerAWrongRoleHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// BeforeConnect runs before every connection attempt of a host's pool
-	// and of its probe.
-	var mu sync.Mutex
-	dials := map[int]int{}
-	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
-		mu.Lock()
-		dials[int(cc.Port)]++
-		mu.Unlock()
-		return nil
-	}
+	dials := countDials(cfg)
 	pool, err := failover.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +65,7 @@ func TestMinConnsDoNotHammerAWrongRoleHost(t *testing.T) {
 	// replica a dozen times.
 	start := probes()
 	waitUntil(t, 10*time.Second, "five probes of the replica", func() bool { return probes() >= start+5 })
-	mu.Lock()
-	n := dials[replica.Port()]
-	mu.Unlock()
+	n := dials(replica)
 	// The probe keeps one connection open; pgxpool's first fill is two
 	// attempts, and one more pair may follow when the role is first seen.
 	if n > 5 {

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
@@ -28,14 +26,7 @@ func TestWaitingCallsDoNotDial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	dials := map[int]int{}
-	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
-		mu.Lock()
-		dials[int(cc.Port)]++
-		mu.Unlock()
-		return nil
-	}
+	count := countDials(cfg)
 	pool, err := failover.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -46,34 +37,22 @@ func TestWaitingCallsDoNotDial(t *testing.T) {
 	}
 
 	var (
-		acked   atomic.Int64
-		errsMu  sync.Mutex
-		errs    []error
-		stop    = make(chan struct{})
-		writers sync.WaitGroup
+		acked  atomic.Int64
+		errsMu sync.Mutex
+		errs   []error
 	)
-	for range 200 {
-		writers.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-				_, err := pool.Exec(cctx, "INSERT INTO writes VALUES (1)")
-				cancel()
-				if err == nil {
-					acked.Add(1)
-					continue
-				}
-				errsMu.Lock()
-				errs = append(errs, err)
-				errsMu.Unlock()
-			}
-		})
-	}
-	defer func() { close(stop); writers.Wait() }()
+	writers := startLoop(t, 200, func() {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(cctx, "INSERT INTO writes VALUES (1)"); err != nil {
+			errsMu.Lock()
+			errs = append(errs, err)
+			errsMu.Unlock()
+			return
+		}
+		acked.Add(1)
+	})
+	defer writers.stop()
 	waitUntil(t, 30*time.Second, "writes before the fault", func() bool { return acked.Load() >= 200 })
 
 	if err := old.Stop(ctx, pgtest.Fast); err != nil {
@@ -91,7 +70,6 @@ func TestWaitingCallsDoNotDial(t *testing.T) {
 	waitUntil(t, 30*time.Second, "the primary known down", func() bool {
 		return host(old).State == hosthealth.TransportError
 	})
-	count := func(n *pgtest.Node) int { mu.Lock(); defer mu.Unlock(); return dials[n.Port()] }
 	oldDials, oldProbes := count(old), host(old).Probes
 	replicaDials, replicaProbes := count(replica), host(replica).Probes
 	ackedBefore := acked.Load()

@@ -77,14 +77,45 @@ func serverPort(t *testing.T, ctx context.Context, pool *failover.Pool) int {
 	return port
 }
 
-// writer inserts increasing ids through the pool from several goroutines
-// until stopped, and keeps the outcome of every write.
-type writer struct {
-	pool     *failover.Pool
-	next     atomic.Int64
+// loop runs a function over and over in several goroutines until stopped.
+type loop struct {
 	stopOnce sync.Once
 	stopped  chan struct{}
 	wg       sync.WaitGroup
+}
+
+// startLoop runs f in n goroutines, again and again, until stop is called,
+// at the end of the test at the latest.
+func startLoop(t *testing.T, n int, f func()) *loop {
+	l := &loop{stopped: make(chan struct{})}
+	for range n {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stopped:
+					return
+				default:
+					f()
+				}
+			}
+		})
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+// stop stops the goroutines and waits for them.
+func (l *loop) stop() {
+	l.stopOnce.Do(func() { close(l.stopped) })
+	l.wg.Wait()
+}
+
+// writer inserts increasing ids through the pool from several goroutines
+// until stopped, and keeps the outcome of every write.
+type writer struct {
+	*loop
+	pool *failover.Pool
+	next atomic.Int64
 
 	mu     sync.Mutex // guards the fields below
 	acked  []int64
@@ -99,18 +130,9 @@ func startWriters(t *testing.T, ctx context.Context, pool *failover.Pool, n int)
 	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
 		t.Fatal(err)
 	}
-	w := &writer{pool: pool, stopped: make(chan struct{})}
-	for range n {
-		w.wg.Go(func() { w.run(ctx, w.stopped) })
-	}
-	t.Cleanup(w.stop)
+	w := &writer{pool: pool}
+	w.loop = startLoop(t, n, func() { w.write(ctx) })
 	return w
-}
-
-// stop stops the writers and waits for them.
-func (w *writer) stop() {
-	w.stopOnce.Do(func() { close(w.stopped) })
-	w.wg.Wait()
 }
 
 // errCount is how many writes have failed so far.
@@ -120,23 +142,17 @@ func (w *writer) errCount() int {
 	return len(w.errs)
 }
 
-func (w *writer) run(ctx context.Context, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		id := w.next.Add(1)
-		_, err := w.pool.Exec(ctx, "INSERT INTO writes (id) VALUES ($1)", id)
-		w.mu.Lock()
-		if err == nil {
-			w.acked = append(w.acked, id)
-			w.lastOK = time.Now()
-		} else {
-			w.errs = append(w.errs, err)
-		}
-		w.mu.Unlock()
+// write inserts the next id and records the outcome.
+func (w *writer) write(ctx context.Context) {
+	id := w.next.Add(1)
+	_, err := w.pool.Exec(ctx, "INSERT INTO writes (id) VALUES ($1)", id)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		w.acked = append(w.acked, id)
+		w.lastOK = time.Now()
+	} else {
+		w.errs = append(w.errs, err)
 	}
 }
 

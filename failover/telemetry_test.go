@@ -42,20 +42,28 @@ func newMeteredPool(t *testing.T, ctx context.Context, dsn string) (*sdkmetric.M
 	return reader, pool
 }
 
-// counters reads every int64 sum the reader has collected, by name.
-func counters(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) map[string]int64 {
+// collect returns every metric the reader collects now.
+func collect(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) []metricdata.Metrics {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := r.Collect(ctx, &rm); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int64{}
+	var out []metricdata.Metrics
 	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, dp := range sum.DataPoints {
-					out[m.Name] += dp.Value
-				}
+		out = append(out, sm.Metrics...)
+	}
+	return out
+}
+
+// counters reads every int64 sum the reader has collected, by name.
+func counters(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, m := range collect(t, ctx, r) {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+			for _, dp := range sum.DataPoints {
+				out[m.Name] += dp.Value
 			}
 		}
 	}
@@ -153,15 +161,9 @@ func eventNames(s sdktrace.ReadOnlySpan, addr string) bool {
 // gauges reads every int64 gauge data point the reader has collected.
 func gauges(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader, name string) []metricdata.DataPoint[int64] {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == name {
-				return g.DataPoints
-			}
+	for _, m := range collect(t, ctx, r) {
+		if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == name {
+			return g.DataPoints
 		}
 	}
 	return nil
@@ -171,17 +173,11 @@ func gauges(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader, name s
 // name.
 func histogramCount(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader, name string) uint64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
 	var n uint64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name {
-				for _, dp := range h.DataPoints {
-					n += dp.Count
-				}
+	for _, m := range collect(t, ctx, r) {
+		if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name {
+			for _, dp := range h.DataPoints {
+				n += dp.Count
 			}
 		}
 	}

@@ -39,9 +39,7 @@ func members(role hosthealth.Role, nodes ...*pgtest.Node) topology.Topology {
 // portReader reads the serving server's port through the pool until
 // stopped, and counts reads per port and failures.
 type portReader struct {
-	stopOnce sync.Once
-	stopped  chan struct{}
-	wg       sync.WaitGroup
+	*loop
 
 	mu     sync.Mutex // guards the fields below
 	byPort map[int]int
@@ -49,35 +47,20 @@ type portReader struct {
 }
 
 func startPortReaders(t *testing.T, ctx context.Context, pool *failover.Pool, n int) *portReader {
-	r := &portReader{stopped: make(chan struct{}), byPort: map[int]int{}}
-	for range n {
-		r.wg.Go(func() {
-			for {
-				select {
-				case <-r.stopped:
-					return
-				default:
-				}
-				var port int
-				// The sleep keeps calls in flight while hosts come and go.
-				err := pool.QueryRow(ctx, "SELECT current_setting('port')::int FROM pg_sleep(0.005)").Scan(&port)
-				r.mu.Lock()
-				if err == nil {
-					r.byPort[port]++
-				} else {
-					r.errs = append(r.errs, err)
-				}
-				r.mu.Unlock()
-			}
-		})
-	}
-	t.Cleanup(r.stop)
+	r := &portReader{byPort: map[int]int{}}
+	r.loop = startLoop(t, n, func() {
+		var port int
+		// The sleep keeps calls in flight while hosts come and go.
+		err := pool.QueryRow(ctx, "SELECT current_setting('port')::int FROM pg_sleep(0.005)").Scan(&port)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err == nil {
+			r.byPort[port]++
+		} else {
+			r.errs = append(r.errs, err)
+		}
+	})
 	return r
-}
-
-func (r *portReader) stop() {
-	r.stopOnce.Do(func() { close(r.stopped) })
-	r.wg.Wait()
 }
 
 func (r *portReader) reads(port int) int {

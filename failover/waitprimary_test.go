@@ -17,9 +17,7 @@ import (
 // reader runs count queries through the pool until stopped and keeps every
 // error.
 type reader struct {
-	stopOnce sync.Once
-	stopped  chan struct{}
-	wg       sync.WaitGroup
+	*loop
 
 	mu   sync.Mutex // guards the fields below
 	ok   int
@@ -27,34 +25,19 @@ type reader struct {
 }
 
 func startReaders(t *testing.T, ctx context.Context, pool *failover.Pool, n int) *reader {
-	r := &reader{stopped: make(chan struct{})}
-	for range n {
-		r.wg.Go(func() {
-			for {
-				select {
-				case <-r.stopped:
-					return
-				default:
-				}
-				var count int64
-				err := pool.QueryRow(ctx, "SELECT count(*) FROM writes").Scan(&count)
-				r.mu.Lock()
-				if err == nil {
-					r.ok++
-				} else {
-					r.errs = append(r.errs, err)
-				}
-				r.mu.Unlock()
-			}
-		})
-	}
-	t.Cleanup(r.stop)
+	r := &reader{}
+	r.loop = startLoop(t, n, func() {
+		var count int64
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM writes").Scan(&count)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err == nil {
+			r.ok++
+		} else {
+			r.errs = append(r.errs, err)
+		}
+	})
 	return r
-}
-
-func (r *reader) stop() {
-	r.stopOnce.Do(func() { close(r.stopped) })
-	r.wg.Wait()
 }
 
 func (r *reader) okCount() int {
