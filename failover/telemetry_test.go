@@ -70,12 +70,11 @@ func counters(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) map[
 	return out
 }
 
-func TestFailoverCounters(t *testing.T) {
-	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	// Probes are effectively off, so only the calls below can notice the
-	// failover and the counts are exact.
-	cfg, err := failover.ParseConfig(c.ConnString("health_probe_interval=1h&failover_max_duration=3s"))
+// newObservedPool is newPool with a meter provider and a span recorder the
+// test can read.
+func newObservedPool(t *testing.T, ctx context.Context, dsn string) (*sdkmetric.ManualReader, *tracetest.SpanRecorder, *failover.Pool) {
+	t.Helper()
+	cfg, err := failover.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +86,16 @@ func TestFailoverCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
+	return reader, spans, pool
+}
+
+func TestFailoverCounters(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	// Probes are effectively off, so only the calls below can notice the
+	// failover and the counts are exact.
+	reader, spans, pool := newObservedPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=3s"))
 
 	if _, err := pool.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
 		t.Fatal(err)
@@ -188,19 +196,7 @@ func TestHostGaugeAndWaitTelemetry(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	old, replica := c.Primary(), c.Replicas()[0]
-	cfg, err := failover.ParseConfig(c.ConnString(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader, meters := newMeter(t)
-	spans := tracetest.NewSpanRecorder()
-	cfg.MeterProvider = meters
-	cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	pool, err := failover.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	reader, spans, pool := newObservedPool(t, ctx, c.ConnString(""))
 
 	states := map[string]string{}
 	for _, dp := range gauges(t, ctx, reader, "pgfailover.host.state") {
