@@ -110,19 +110,47 @@ func (p *Pool) probeTimeout() time.Duration {
 	return 5 * time.Second
 }
 
-// probeAll probes every host in parallel and records what it finds. It
-// fails with ErrNoHost, listing every host's outcome, when no host is
-// reachable in a role the target accepts.
+// probeAll probes every host and records what it finds. It fails with
+// ErrNoHost, listing every host's outcome, when no host is reachable in a
+// role the target accepts.
+//
+// The first host is probed alone for a moment before the others: when the
+// credentials are wrong, it answers with the authentication failure and
+// New returns that, without sending the password to any other host
+// (credentials hold cluster-wide, as pgx assumes when it stops at the
+// first 28P01). The others are probed in parallel once the first has
+// answered or firstProbeLead has passed, so a first host that does not
+// answer delays New by that lead at most.
 func (p *Pool) probeAll(ctx context.Context) error {
 	hosts := p.hosts.Load().list
+	if len(hosts) == 0 {
+		return &FailoverError{Kind: ErrNoHost}
+	}
 	results := make([]probeResult, len(hosts))
+	probe := func(i int) {
+		hosts[i].probes.Add(1)
+		results[i] = hosts[i].probe.run(ctx, p.probeTimeout())
+	}
+	first := make(chan struct{})
 	var wg sync.WaitGroup
-	for i, h := range hosts {
-		h.probes.Add(1)
-		wg.Go(func() { results[i] = h.probe.run(ctx, p.probeTimeout()) })
+	wg.Go(func() { probe(0); close(first) })
+	t := p.clock.NewTimer(firstProbeLead)
+	select {
+	case <-first:
+		t.Stop()
+		if hosthealth.Classify(results[0].err) == hosthealth.Terminal {
+			p.observe(hosts[0], results[0])
+			return &HostError{Addr: hosts[0].addr, Err: results[0].err}
+		}
+	case <-t.C():
+	}
+	for i := 1; i < len(hosts); i++ {
+		wg.Go(func() { probe(i) })
 	}
 	wg.Wait()
+
 	fe := &FailoverError{Kind: ErrNoHost}
+	var terminal *HostError
 	usable := false
 	for i, r := range results {
 		h := hosts[i]
@@ -130,20 +158,31 @@ func (p *Pool) probeAll(ctx context.Context) error {
 		switch {
 		case r.err != nil:
 			fe.Hosts = append(fe.Hosts, HostError{Addr: h.addr, Err: r.err})
+			if terminal == nil && hosthealth.Classify(r.err) == hosthealth.Terminal {
+				terminal = &HostError{Addr: h.addr, Err: r.err}
+			}
 		case !p.cfg.Target.Accepts(r.role):
 			fe.Hosts = append(fe.Hosts, HostError{Addr: h.addr, Err: &hosthealth.RoleError{Addr: h.addr, Role: r.role, Target: p.cfg.Target}})
 		default:
 			usable = true
 		}
 	}
-	if usable {
+	switch {
+	case usable:
 		return nil
+	case terminal != nil:
+		// A bad password or database says more than "no host".
+		return terminal
 	}
 	if err := ctx.Err(); err != nil {
 		fe.Cause = err
 	}
 	return fe
 }
+
+// firstProbeLead is how long New waits for the first host's probe before
+// probing the others.
+const firstProbeLead = 500 * time.Millisecond
 
 // observe records a probe's outcome on host h.
 func (p *Pool) observe(h *hostPool, r probeResult) {
@@ -178,13 +217,16 @@ func (p *Pool) startProbe(h *hostPool) {
 	p.bg.Go(func() {
 		defer close(h.probeDone)
 		defer h.probe.close()
+		refused := false // the last probe was refused for bad credentials
 		for {
 			// The wake channel is read before the waiters are counted: a
 			// first waiter that arrives in between closes this very
 			// channel, so the probe cannot sleep through it.
 			wake := *p.wake.Load()
 			interval := p.cfg.HealthProbeInterval
-			if p.waiting.Load() > 0 {
+			if p.waiting.Load() > 0 && !refused {
+				// Never every few milliseconds with credentials the
+				// server refuses: that would only fill its logs.
 				interval = fastProbeInterval
 			}
 			t := p.clock.NewTimer(interval)
@@ -197,7 +239,9 @@ func (p *Pool) startProbe(h *hostPool) {
 				t.Stop()
 			}
 			h.probes.Add(1)
-			p.observe(h, h.probe.run(ctx, p.probeTimeout()))
+			r := h.probe.run(ctx, p.probeTimeout())
+			refused = hosthealth.Classify(r.err) == hosthealth.Terminal
+			p.observe(h, r)
 		}
 	})
 }
