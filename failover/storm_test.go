@@ -1,0 +1,123 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// TestNoConnectionStorm runs 1,000 writers through one Pool with ten
+// connections per host, kills the primary and promotes the replica a
+// second later. However many callers there are, each host is dialled at
+// most pool_max_conns times plus what its probe dials: callers wait for a
+// usable host instead of dialling, and none dials a host known to be down
+// or in the wrong role. No write fails but those in flight at the fault,
+// and the heap stays bounded.
+func TestNoConnectionStorm(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, next := c.Primary(), c.Replicas()[0]
+	const maxConns, callers = 10, 1000
+	cfg, err := failover.ParseConfig(c.ConnString("pool_max_conns=10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dials := countDials(cfg)
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		acked  atomic.Int64
+		errsMu sync.Mutex
+		errs   []error
+	)
+	writers := startLoop(t, callers, func() {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(cctx, "INSERT INTO writes VALUES (1)"); err != nil {
+			errsMu.Lock()
+			errs = append(errs, err)
+			errsMu.Unlock()
+			return
+		}
+		acked.Add(1)
+	})
+	defer writers.stop()
+	waitUntil(t, 60*time.Second, "writes before the fault", func() bool { return acked.Load() >= 2*callers })
+
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	probes := func(n *pgtest.Node) int64 {
+		for _, h := range pool.Stat().Hosts() {
+			if h.Addr == n.Addr() {
+				return h.Probes
+			}
+		}
+		return 0
+	}
+	oldDials, oldProbes := dials(old), probes(old)
+	nextDials, nextProbes := dials(next), probes(next)
+
+	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+		t.Fatal(err)
+	}
+	ackedAtFault := acked.Load()
+	waitUntil(t, 30*time.Second, "the old primary known down", func() bool {
+		for _, h := range pool.Stat().Hosts() {
+			if h.Addr == old.Addr() {
+				return h.State == hosthealth.TransportError
+			}
+		}
+		return false
+	})
+	// A cluster manager promotes after a while; the writers wait meanwhile.
+	time.Sleep(time.Second)
+	if err := c.Promote(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "writes on the new primary", func() bool { return acked.Load() >= ackedAtFault+2*callers })
+	writers.stop()
+
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	dOld, pOld := dials(old)-oldDials, probes(old)-oldProbes
+	dNext, pNext := dials(next)-nextDials, probes(next)-nextProbes
+	t.Logf("%d callers: the old primary was dialled %d times (%d probes), the new one %d times (%d probes); heap in use %d MiB before, %d MiB after",
+		callers, dOld, pOld, dNext, pNext, before.HeapInuse>>20, after.HeapInuse>>20)
+	// A probe of a host that is down dials it each time; one of a live host
+	// keeps its connection.
+	if int64(dOld) > maxConns+pOld {
+		t.Errorf("the dead primary was dialled %d times; want at most pool_max_conns (%d) plus its %d probes", dOld, maxConns, pOld)
+	}
+	if dNext > maxConns+1 {
+		t.Errorf("the promoted replica was dialled %d times; want at most pool_max_conns (%d) plus one probe", dNext, maxConns)
+	}
+	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 256<<20 {
+		t.Errorf("the heap grew by %d MiB during the failover", grown>>20)
+	}
+	errsMu.Lock()
+	defer errsMu.Unlock()
+	for _, err := range errs {
+		if !errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+			t.Errorf("a write failed with %v", err)
+			break
+		}
+	}
+	if len(errs) > maxConns {
+		t.Errorf("%d writes failed; at most the %d in flight at the fault may", len(errs), maxConns)
+	}
+}
