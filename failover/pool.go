@@ -68,12 +68,15 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 	return NewWithConfig(ctx, cfg)
 }
 
-// NewWithConfig creates a Pool from a Config made by ParseConfig. It probes
-// every host of the connection string in parallel, each within
-// connect_timeout, and fails with one error listing every host's outcome
-// when none is reachable in a role the target accepts. The Pool keeps
-// probing every host in the background until Close, and follows
-// Config.Topology, when set, for hosts that come and go.
+// NewWithConfig creates a Pool from a Config made by ParseConfig. With
+// Config.Topology set, it first waits for the source's first report (up to
+// connect_timeout). It probes every host, each within connect_timeout: the
+// first one alone for a moment, so that a wrong password reaches one host
+// only, then the others in parallel. It fails with the authentication
+// error when the credentials are refused, and otherwise with one error
+// listing every host's outcome when none is reachable in a role the target
+// accepts. The Pool keeps probing every host in the background until
+// Close, and follows Config.Topology for hosts that come and go.
 func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if cfg == nil || !cfg.createdByParseConfig {
 		return nil, errors.New("pgfailover: the Config must be created by ParseConfig")
