@@ -46,6 +46,15 @@
 // backoff. When it cannot finish, a *FailoverError (wrapping ErrNoHost or
 // ErrBudgetExhausted) says what each host did.
 //
+// # A *pgxpool.Pool, and database/sql
+//
+// PgxPool returns a genuine *pgxpool.Pool for libraries that need the
+// concrete type. Its new connections go to the best host for the target,
+// with the same role check, peek before use and reset on demotion, but it
+// fails over at the connection level only: statements are not replayed and
+// its errors are pgx's own. Package failover/stdlib builds database/sql on
+// it.
+//
 // # Hosts that come and go
 //
 // Config.Topology takes a topology.Source, which reports the cluster's

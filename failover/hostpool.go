@@ -22,6 +22,10 @@ type hostPool struct {
 	addr  string
 	pool  *pgxpool.Pool
 	probe prober // used only by the host's probe loop (and NewWithConfig's first probe)
+	// dial holds how this host is dialled: its Host, Port, TLSConfig and
+	// Fallbacks (its TLS variants). It is shared with the probe and never
+	// modified; PgxPool's connections copy its fields.
+	dial *pgx.ConnConfig
 
 	stopProbe context.CancelFunc // ends the probe loop; nil until it starts
 	probeDone chan struct{}      // closed when the probe loop has returned
@@ -37,7 +41,8 @@ type hostPool struct {
 func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{})}
 	cfg := p.cfg.hostConfig(h)
-	hp.probe.config = cfg.ConnConfig.Copy()
+	hp.dial = cfg.ConnConfig.Copy()
+	hp.probe.config = hp.dial
 	hp.probe.beforeConnect = cfg.BeforeConnect
 
 	// Only the probe dials a host that cannot take calls now. Callers that
@@ -56,46 +61,9 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	}
 
 	cfg.ConnConfig.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
-		role, err := serverRole(ctx, conn)
-		if err != nil {
-			return err
-		}
-		p.observeRole(hp, role)
-		if !p.cfg.Target.Accepts(role) {
-			return &hosthealth.RoleError{Addr: hp.addr, Role: role, Target: p.cfg.Target}
-		}
-		return nil
+		return p.checkRole(ctx, hp, conn)
 	}
-
-	userAfterConnect := cfg.AfterConnect
-	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		conn.PgConn().CustomData()[peekKey] = sockpeek.New(conn.PgConn().Conn())
-		if userAfterConnect != nil {
-			return userAfterConnect(ctx, conn)
-		}
-		return nil
-	}
-
-	// Our PrepareConn takes the place of the user's hooks, so it calls
-	// them: PrepareConn, or else the deprecated BeforeAcquire, which
-	// pgxpool would otherwise have honoured.
-	userPrepare := cfg.PrepareConn
-	//lint:ignore SA1019 a user's BeforeAcquire must keep working
-	if userPrepare == nil && cfg.BeforeAcquire != nil {
-		//lint:ignore SA1019 a user's BeforeAcquire must keep working
-		before := cfg.BeforeAcquire
-		userPrepare = func(ctx context.Context, conn *pgx.Conn) (bool, error) { return before(ctx, conn), nil }
-	}
-	cfg.PrepareConn = func(ctx context.Context, conn *pgx.Conn) (bool, error) {
-		if !p.usable(hp, conn) {
-			// Destroyed; pgxpool tries another connection or dials anew.
-			return false, nil
-		}
-		if userPrepare != nil {
-			return userPrepare(ctx, conn)
-		}
-		return true, nil
-	}
+	installConnHooks(cfg, func(conn *pgx.Conn) bool { return p.usable(hp, conn) })
 
 	// The context only matters with pool_min_conns, whose connections
 	// pgxpool opens in the background for as long as the pool lives.
@@ -105,6 +73,55 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	}
 	hp.pool = pool
 	return hp, nil
+}
+
+// checkRole is the role check on connect: it records the role the server
+// at h reports and refuses a connection in a role the target does not
+// accept. It takes the place of pgconn's target_session_attrs check.
+func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn) error {
+	role, err := serverRole(ctx, conn)
+	if err != nil {
+		return err
+	}
+	p.observeRole(h, role)
+	if !p.cfg.Target.Accepts(role) {
+		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: p.cfg.Target}
+	}
+	return nil
+}
+
+// installConnHooks wraps cfg's AfterConnect and PrepareConn with the
+// Pool's: every new connection gets a socket peeker, and an idle
+// connection is handed out only when ok says so. The user's hooks are
+// called after the Pool's: AfterConnect, and PrepareConn or else the
+// deprecated BeforeAcquire, which pgxpool would otherwise have honoured.
+func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
+	userAfterConnect := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		conn.PgConn().CustomData()[peekKey] = sockpeek.New(conn.PgConn().Conn())
+		if userAfterConnect != nil {
+			return userAfterConnect(ctx, conn)
+		}
+		return nil
+	}
+
+	userPrepare := cfg.PrepareConn
+	//lint:ignore SA1019 a user's BeforeAcquire must keep working
+	if userPrepare == nil && cfg.BeforeAcquire != nil {
+		//lint:ignore SA1019 a user's BeforeAcquire must keep working
+		before := cfg.BeforeAcquire
+		userPrepare = func(ctx context.Context, conn *pgx.Conn) (bool, error) { return before(ctx, conn), nil }
+	}
+	cfg.PrepareConn = func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+		if !ok(conn) {
+			// Destroyed; pgxpool tries another connection or dials anew.
+			return false, nil
+		}
+		if userPrepare != nil {
+			return userPrepare(ctx, conn)
+		}
+		return true, nil
+	}
 }
 
 // errHostNotUsable is what a host's pool returns instead of dialling a host
@@ -156,6 +173,7 @@ func (p *Pool) observeRole(h *hostPool, role hosthealth.Role) {
 	p.tracker.ObserveConnect(h.addr, role)
 	if role != was && !p.cfg.Target.Accepts(role) {
 		h.pool.Reset()
+		p.follower().demoted(h.addr)
 	}
 }
 

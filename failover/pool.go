@@ -52,6 +52,11 @@ type Pool struct {
 
 	hostGauge metric.Registration // the pgfailover.host.state callback
 
+	// follow is PgxPool's pool, nil until first asked for. followMu
+	// serializes its creation. No I/O while held.
+	follow   atomic.Pointer[follower]
+	followMu sync.Mutex
+
 	closed    atomic.Bool
 	life      context.Context // ends at Close: stops the probes, the topology watch and any wait
 	stop      context.CancelFunc
@@ -133,7 +138,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 }
 
 // Close stops the background probes and the topology watch, and closes
-// every host's pool. It waits for connections in use to be released, like
+// every host's pool and PgxPool's pool. It waits for connections in use to be released, like
 // pgxpool.Pool.Close. It is safe to call more than once.
 func (p *Pool) Close() {
 	p.closeOnce.Do(func() {
@@ -142,6 +147,12 @@ func (p *Pool) Close() {
 			p.hostGauge.Unregister()
 		}
 		p.stop()
+		p.followMu.Lock() // PgxPool closes what it builds once closed is set
+		f := p.follow.Load()
+		p.followMu.Unlock()
+		if f != nil {
+			f.pool.Close() // waits for its connections in use, like the hosts' pools below
+		}
 		p.topoMu.Lock() // no host is added once closed is set and this is held
 		hosts := p.hosts.Load().list
 		p.topoMu.Unlock()

@@ -10,6 +10,9 @@ import (
 
 // Stat is a snapshot of the Pool: the totals of every host's pgxpool, with
 // the methods of *pgxpool.Stat, and each host's own figures and health.
+// It has every method of *pgxpool.Stat, so a collector written against
+// PoolStat takes it as it is; see PoolStat for collectors that need the
+// concrete *pgxpool.Stat. PgxPool's connections are not counted here.
 type Stat struct {
 	hosts []HostStat
 }
@@ -119,3 +122,36 @@ func (s *Stat) MaxLifetimeDestroyCount() int64 {
 // MaxIdleDestroyCount is the number of connections closed for idling past
 // pool_max_conn_idle_time.
 func (s *Stat) MaxIdleDestroyCount() int64 { return s.sum64((*pgxpool.Stat).MaxIdleDestroyCount) }
+
+// PoolStat is the method set of *pgxpool.Stat. Both *pgxpool.Stat and
+// *Stat have it, so a metrics collector written against PoolStat reports
+// the Pool's totals (every host's pool summed) and a plain pgxpool's alike:
+//
+//	func record(s failover.PoolStat) { gauge.Set(float64(s.AcquiredConns())) }
+//	record(pool.Stat())           // the Pool's totals
+//	record(pool.PgxPool().Stat()) // the primary-following pgxpool
+//
+// pgxpool's Stat has unexported fields, so no value of the concrete type
+// can hold sums. Collectors that take a *pgxpool.Pool or a
+// Stat() *pgxpool.Stat (otelpgx.RecordStats, pgxpoolprometheus) report
+// PgxPool's pool, or one host's pool through Stat().Hosts()[i].Pool.
+type PoolStat interface {
+	AcquireCount() int64
+	AcquireDuration() time.Duration
+	AcquiredConns() int32
+	CanceledAcquireCount() int64
+	ConstructingConns() int32
+	EmptyAcquireCount() int64
+	EmptyAcquireWaitTime() time.Duration
+	IdleConns() int32
+	MaxConns() int32
+	TotalConns() int32
+	NewConnsCount() int64
+	MaxLifetimeDestroyCount() int64
+	MaxIdleDestroyCount() int64
+}
+
+var (
+	_ PoolStat = (*pgxpool.Stat)(nil)
+	_ PoolStat = (*Stat)(nil)
+)

@@ -460,3 +460,13 @@ func (c *Cluster) ConnString(params string) string {
 	}
 	return connURL(c.opts.Password, hosts, params)
 }
+
+// ConnStringFor is ConnString over the given nodes only, in the given
+// order, so that a test can list a replica before the primary.
+func (c *Cluster) ConnStringFor(nodes []*Node, params string) string {
+	hosts := make([]string, len(nodes))
+	for i, n := range nodes {
+		hosts[i] = n.Addr()
+	}
+	return connURL(c.opts.Password, hosts, params)
+}

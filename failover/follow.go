@@ -1,0 +1,206 @@
+package failover
+
+import (
+	"context"
+	"net"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+)
+
+// hostKey is where a PgxPool connection's host lives in pgconn's
+// per-connection CustomData.
+const hostKey = "pgfailover.host"
+
+// follower is the *pgxpool.Pool that PgxPool returns, and what it needs to
+// be reset when a host its connections go to is demoted.
+type follower struct {
+	pool *pgxpool.Pool
+
+	// mu guards hosts. No I/O while held (Reset only marks connections;
+	// it closes idle ones in the background).
+	mu sync.Mutex
+	// hosts are the addresses the pool has connected to since its last
+	// Reset: the hosts some of its connections may still point at.
+	hosts map[string]bool
+}
+
+// PgxPool returns a genuine *pgxpool.Pool whose new connections go to the
+// best host for the Pool's target (the current primary, for the default
+// target), chosen from the same host table and health as the Pool's own
+// calls. It is for libraries that need the concrete type:
+// stdlib.OpenDBFromPool (see failover/stdlib), River's riverpgxv5.New,
+// otelpgx.RecordStats, pgxpoolprometheus.
+//
+// It fails over at the connection level only:
+//
+//   - each new connection is dialled to the best usable host, and refused
+//     unless the server is in a role the target accepts (the same role
+//     check as the Pool's); while no host can take a connection, the
+//     connect waits for one, as the Pool's calls do, up to
+//     failover_max_duration, and then fails with the Pool's
+//     *FailoverError (ErrNoHost when every host is in the wrong role,
+//     ErrBudgetExhausted otherwise);
+//   - an idle connection is handed out only when a non-blocking peek finds
+//     nothing waiting on it (no FATAL, no end-of-file), its server has not
+//     reported a role the target refuses, and the Pool still ranks its host
+//     usable for the target;
+//   - when a host it has connected to is found demoted, the pool is Reset:
+//     its idle connections close at once, those in use when released.
+//
+// Nothing is replayed: a statement whose connection fails returns pgx's
+// own error, exactly as a plain pgxpool would, and a write cut in flight
+// is not reported as ErrCommitOutcomeUnknown. Use the Pool's own methods
+// for statement-level failover.
+//
+// The pool is built on first use, once, from the Pool's Config (pool_*
+// settings and hooks as for each host's pool; its MaxConns is its own, on
+// top of the host pools'). Its connections are not in the Pool's Stat: see
+// its own Stat. Close the Pool, not this pool: Pool.Close closes it and
+// waits for its connections to be released. After Close it returns a
+// closed pool.
+func (p *Pool) PgxPool() *pgxpool.Pool {
+	if f := p.follow.Load(); f != nil {
+		return f.pool
+	}
+	p.followMu.Lock()
+	defer p.followMu.Unlock()
+	if f := p.follow.Load(); f != nil {
+		return f.pool
+	}
+	f := p.newFollower()
+	p.follow.Store(f)
+	if p.closed.Load() {
+		// Close may have looked for it before it existed.
+		f.pool.Close()
+	}
+	return f.pool
+}
+
+// follower returns PgxPool's pool, nil if it was never asked for.
+func (p *Pool) follower() *follower { return p.follow.Load() }
+
+// newFollower builds PgxPool's pool. Called with followMu held; creating a
+// pgxpool connects nothing (pool_min_conns connects in the background).
+func (p *Pool) newFollower() *follower {
+	f := &follower{hosts: make(map[string]bool)}
+	cfg := p.cfg.Config.Copy()
+	cfg.ConnConfig.ValidateConnect = nil // set for each connection below
+	userBeforeConnect := cfg.BeforeConnect
+	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		// ctx carries the acquiring caller's values; pgxpool ends it only
+		// when the pool closes, so the wait below is bounded by the budget.
+		h, err := p.followHost(ctx)
+		if err != nil {
+			return err
+		}
+		// cc is this connection's own copy of the config: point it at h,
+		// with h's TLS variants and nothing else.
+		cc.Host, cc.Port = h.dial.Host, h.dial.Port
+		cc.TLSConfig = cloneTLS(h.dial.TLSConfig)
+		cc.Fallbacks = nil
+		for _, v := range h.dial.Fallbacks {
+			cc.Fallbacks = append(cc.Fallbacks, copyFallback(v))
+		}
+		cc.DialFunc = p.noteDialFailures(h, cc.DialFunc)
+		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
+			if err := p.checkRole(ctx, h, conn); err != nil {
+				return err
+			}
+			conn.CustomData()[hostKey] = h
+			f.connected(h.addr)
+			return nil
+		}
+		if userBeforeConnect != nil {
+			return userBeforeConnect(ctx, cc)
+		}
+		return nil
+	}
+	installConnHooks(cfg, p.followerUsable)
+
+	pool, err := pgxpool.NewWithConfig(p.life, cfg)
+	if err != nil {
+		// pgxpool refuses only settings it checked already when each
+		// host's pool was built from the same Config in NewWithConfig.
+		panic("pgfailover: PgxPool: " + err.Error())
+	}
+	f.pool = pool
+	return f
+}
+
+// followHost returns the best host that can take a new connection for the
+// Pool's target, waiting like a call while none can.
+func (p *Pool) followHost(ctx context.Context) (*hostPool, error) {
+	c := p.newCall(ctx)
+	h, err := c.pick()
+	if err != nil {
+		return nil, err
+	}
+	c.finish(nil) // ends the wait's episode, if it waited
+	return h, nil
+}
+
+// noteDialFailures wraps dial so that a host PgxPool's connections cannot
+// reach is marked down at once: the next connect waits for another host
+// instead of dialling it again before its probe notices.
+func (p *Pool) noteDialFailures(h *hostPool, dial pgconn.DialFunc) pgconn.DialFunc {
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil && hosthealth.Classify(err) == hosthealth.Transport {
+			p.tracker.ObserveFailure(h.addr, hosthealth.Transport)
+		}
+		return conn, err
+	}
+}
+
+// followerUsable reports whether an idle connection of PgxPool's may be
+// handed out: usable as for a host's own pool, and its host still one the
+// Pool would send a call to.
+func (p *Pool) followerUsable(conn *pgx.Conn) bool {
+	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
+	return h != nil && !h.retired.Load() && p.usable(h, conn) && p.canTake(h)
+}
+
+// connected records that the pool has a connection to addr.
+func (f *follower) connected(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hosts[addr] = true
+}
+
+// demoted resets the pool when it may hold connections to addr, a host
+// just found in a role the target does not accept. A nil follower (PgxPool
+// never called) does nothing.
+func (f *follower) demoted(addr string) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.hosts[addr] {
+		return
+	}
+	clear(f.hosts)
+	f.pool.Reset()
+}
+
+// AcquireAllIdle acquires every idle connection of every host's pool, as
+// pgxpool.Pool.AcquireAllIdle does for one: each passes the same checks as
+// an acquired connection (the peek, the role), and those that fail are
+// closed instead. Release each when done. It does not wait and does not
+// fail over.
+func (p *Pool) AcquireAllIdle(ctx context.Context) []*pgxpool.Conn {
+	var conns []*pgxpool.Conn
+	for _, h := range p.hosts.Load().list {
+		conns = append(conns, h.pool.AcquireAllIdle(ctx)...)
+	}
+	return conns
+}

@@ -1,0 +1,190 @@
+package failover_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// connPort returns the port of the server conn talks to.
+func connPort(ctx context.Context, conn *pgxpool.Conn) (int, error) {
+	var port int
+	err := conn.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port)
+	return port, err
+}
+
+// acquireAll acquires n connections from pp at once, so that the pool
+// holds n of them, and returns each one's server port.
+func acquireAll(ctx context.Context, pp *pgxpool.Pool, n int) ([]int, error) {
+	var ports []int
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		conn, err := pp.Acquire(ctx)
+		if err != nil {
+			return ports, err
+		}
+		conns = append(conns, conn)
+		port, err := connPort(ctx, conn)
+		if err != nil {
+			return ports, err
+		}
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+func TestPgxPoolFollowsPrimaryThroughSwitchover(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, next := c.Primary(), c.Nodes()[1]
+	// The replica first: the connection string's order must not matter.
+	pool := newPool(t, ctx, c.ConnStringFor([]*pgtest.Node{next, old}, "pool_max_conns=4"))
+	pp := pool.PgxPool()
+	if pool.PgxPool() != pp {
+		t.Fatal("PgxPool returned a second pool")
+	}
+
+	ports, err := acquireAll(ctx, pp, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ports {
+		if p != old.Port() {
+			t.Fatalf("a connection went to port %d, want the primary's %d", p, old.Port())
+		}
+	}
+	// Idle connections that pass the checks are reused, not replaced.
+	if _, err := acquireAll(ctx, pp, 4); err != nil {
+		t.Fatal(err)
+	}
+	if n := pp.Stat().NewConnsCount(); n != 4 {
+		t.Fatalf("PgxPool opened %d connections for two rounds of 4, want 4", n)
+	}
+	// One connection stays checked out across the switchover, as
+	// database/sql or a LISTEN loop would keep it.
+	held, err := pp.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.Switchover(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	held.Release()
+
+	// Every connection handed out from now on is the new primary's. A
+	// connect may fail while the Pool learns of the promotion; it must
+	// never succeed on the old primary.
+	var failed int
+	ok := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for ok < 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d rounds succeeded on the new primary (%d failed)", ok, failed)
+		}
+		ports, err := acquireAll(ctx, pp, 4)
+		for _, p := range ports {
+			if p == old.Port() {
+				t.Fatalf("after the switchover a connection went to the old primary (port %d)", p)
+			}
+		}
+		if err != nil {
+			failed++
+			t.Logf("round failed: %v", err)
+			continue
+		}
+		var readOnly bool
+		if err := pp.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&readOnly); err != nil || readOnly {
+			t.Fatalf("PgxPool's connection is not on a primary: in recovery %v, %v", readOnly, err)
+		}
+		ok++
+	}
+	t.Logf("%d rounds failed while the Pool learnt of the promotion", failed)
+}
+
+func TestPgxPoolClosedWithPool(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	pool, err := failover.New(ctx, c.ConnString(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := pool.PgxPool()
+	if err := pp.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	idle := pool.AcquireAllIdle(ctx)
+	for _, conn := range idle {
+		conn.Release()
+	}
+	pool.Close()
+	if err := pp.Ping(ctx); err == nil {
+		t.Fatal("PgxPool still works after the Pool closed")
+	}
+	if err := pool.PgxPool().Ping(ctx); err == nil {
+		t.Fatal("PgxPool works after the Pool closed")
+	}
+}
+
+func TestPgxPoolFirstCalledAfterClose(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	pool, err := failover.New(ctx, c.ConnString(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	if err := pool.PgxPool().Ping(ctx); err == nil {
+		t.Fatal("a PgxPool made after Close works")
+	}
+}
+
+func TestAcquireAllIdle(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	pool := newPool(t, ctx, c.ConnString("pool_max_conns=3"))
+	var conns []*pgxpool.Conn
+	for range 3 {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+	}
+	for _, conn := range conns {
+		conn.Release()
+	}
+	idle := pool.AcquireAllIdle(ctx)
+	if len(idle) != 3 {
+		t.Errorf("AcquireAllIdle returned %d connections, want 3", len(idle))
+	}
+	if got := pool.Stat().AcquiredConns(); got != int32(len(idle)) {
+		t.Errorf("AcquiredConns = %d, want %d", got, len(idle))
+	}
+	for _, conn := range idle {
+		conn.Release()
+	}
+}
+
+// PoolStat must stay the whole method set of *pgxpool.Stat.
+func TestPoolStatIsPgxpoolStat(t *testing.T) {
+	want := reflect.TypeFor[*pgxpool.Stat]()
+	have := reflect.TypeFor[failover.PoolStat]()
+	for i := range want.NumMethod() {
+		m := want.Method(i)
+		if _, ok := have.MethodByName(m.Name); !ok {
+			t.Errorf("failover.PoolStat lacks %s, which *pgxpool.Stat has", m.Name)
+		}
+	}
+}
