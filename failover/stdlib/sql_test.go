@@ -274,8 +274,9 @@ func TestSQLOpenHidesThePassword(t *testing.T) {
 	if strings.Contains(err.Error(), secret) {
 		t.Errorf("the connect error shows the password: %v", err)
 	}
-	if !errors.Is(err, failover.ErrNoHost) {
-		t.Errorf("the connect error is not ErrNoHost: %v", err)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "28P01" {
+		t.Errorf("the connect error is not the authentication failure: %v", err)
 	}
 }
 
