@@ -100,6 +100,11 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			// did before says more than the budget's own deadline.
 			c.noteFirst(h.addr, err)
 			return nil, c.giveUp(ErrBudgetExhausted, nil)
+		case !c.episode && c.ctx.Err() != nil:
+			// The caller's context ended while it waited for a connection
+			// of h (every one busy, or a dial under way): say where it
+			// waited. errors.Is still finds the context's error.
+			return nil, c.settled(nil, &acquireWaitError{err: err})
 		}
 		if err := c.done(err, idempotent); err != errRetry {
 			return nil, err
@@ -422,3 +427,11 @@ type readOnlyByChoice struct{ err error }
 
 func (e *readOnlyByChoice) Error() string { return e.err.Error() }
 func (e *readOnlyByChoice) Unwrap() error { return e.err }
+
+// acquireWaitError is the error of a call whose context ended while it
+// waited for a connection of its host. call.settled wraps it in a
+// HostError naming the host.
+type acquireWaitError struct{ err error }
+
+func (e *acquireWaitError) Error() string { return "waiting for a connection: " + e.err.Error() }
+func (e *acquireWaitError) Unwrap() error { return e.err }

@@ -119,6 +119,10 @@ type Config struct {
 	replica replicaSettings
 	patroni patroniSettings
 
+	// tcpUserTimeout is tcp_user_timeout, default 10s, 0 for the OS
+	// default. ParseConfig's DialFunc applies it; it is kept for tests.
+	tcpUserTimeout time.Duration
+
 	createdByParseConfig bool
 }
 

@@ -453,6 +453,8 @@ func TestParseConfigDefaults(t *testing.T) {
 				{"fallbackConnectTimeout", c.patroni.fallbackConnectTimeout, 5 * time.Second},
 				{"fallbackCooldown", c.patroni.fallbackCooldown, 30 * time.Second},
 				{"fallbackLifetime", c.patroni.fallbackLifetime, 30 * time.Second},
+				{"tcpUserTimeout", c.tcpUserTimeout, 10 * time.Second},
+				{"DialFunc set", c.ConnConfig.DialFunc != nil, true},
 				{"createdByParseConfig", c.createdByParseConfig, true},
 				{"MeterProvider nil", c.MeterProvider == nil, true},
 				{"TracerProvider nil", c.TracerProvider == nil, true},
@@ -516,6 +518,7 @@ func TestParseConfigDurations(t *testing.T) {
 		{keyFallbackConnectTimeout, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }},
 		{keyFallbackCooldown, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }},
 		{keyFallbackLifetime, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }},
+		{keyTCPUserTimeout, func(c *Config) time.Duration { return c.tcpUserTimeout }},
 	}
 	values := []struct {
 		in   string
@@ -596,6 +599,10 @@ func TestParseConfigInvalid(t *testing.T) {
 		{"duration overflow ms", []kv{{keyMaxDuration, "9223372036854775807"}}, keyMaxDuration, "out of range"},
 		{"duration overflow go syntax", []kv{{keyMaxDuration, "9999999999h"}}, keyMaxDuration, "not a duration"},
 		{"backoff initial zero", []kv{{keyBackoffInitial, "0s"}}, keyBackoffInitial, "greater than zero"},
+		{"tcp user timeout negative", []kv{{keyTCPUserTimeout, "-1"}}, keyTCPUserTimeout, "must not be negative"},
+		{"tcp user timeout garbage", []kv{{keyTCPUserTimeout, "ten"}}, keyTCPUserTimeout, "not a duration"},
+		{"tcp user timeout too large", []kv{{keyTCPUserTimeout, "2147483648"}}, keyTCPUserTimeout, "out of range"},
+		{"tcp user timeout below a millisecond", []kv{{keyTCPUserTimeout, "10us"}}, keyTCPUserTimeout, "less than a millisecond"},
 		{"backoff max zero", []kv{{keyBackoffMax, "0"}}, keyBackoffMax, "greater than zero"},
 		{"backoff max below initial", []kv{{keyBackoffInitial, "500ms"}, {keyBackoffMax, "100ms"}}, keyBackoffMax, keyBackoffInitial},
 		{"probe interval zero", []kv{{keyHealthProbeInterval, "0"}}, keyHealthProbeInterval, "greater than zero"},
@@ -738,6 +745,7 @@ var validValues = map[string]string{
 	keyFallbackConnectTimeout: "2s",
 	keyFallbackCooldown:       "10s",
 	keyFallbackLifetime:       "15s",
+	keyTCPUserTimeout:         "3000",
 }
 
 func TestConfigValidValuesCoverEveryKey(t *testing.T) {
@@ -1096,5 +1104,17 @@ func TestParseConfigDocListsEveryKey(t *testing.T) {
 		if !strings.Contains(doc, k) {
 			t.Errorf("ParseConfig's doc does not mention %s", k)
 		}
+	}
+}
+
+// tcp_user_timeout=0 keeps the operating system's default, as in libpq.
+func TestParseConfigTCPUserTimeoutZero(t *testing.T) {
+	clearPGEnv(t)
+	for _, f := range withKeys(kv{keyTCPUserTimeout, "0"}) {
+		t.Run(f.name, func(t *testing.T) {
+			if got := mustParse(t, f.conn).tcpUserTimeout; got != 0 {
+				t.Errorf("tcpUserTimeout = %v, want 0", got)
+			}
+		})
 	}
 }

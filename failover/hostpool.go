@@ -31,6 +31,7 @@ type hostPool struct {
 	probeDone chan struct{}      // closed when the probe loop has returned
 	retired   atomic.Bool        // the host left the topology; its pool drains
 	probes    atomic.Int64       // probes sent, for Stat
+	socks     sockets            // every socket to the host, to cut when it stops answering
 }
 
 // newHostPool builds the pgxpool of host h. No connection is made here
@@ -44,6 +45,7 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	hp.dial = cfg.ConnConfig.Copy()
 	hp.probe.config = hp.dial
 	hp.probe.beforeConnect = cfg.BeforeConnect
+	hp.probe.socks = &hp.socks
 
 	// Only the probe dials a host that cannot take calls now. Callers that
 	// were already waiting inside pgxpool's Acquire when the host went down
@@ -55,8 +57,13 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 			return errHostNotUsable
 		}
 		if userBeforeConnect != nil {
-			return userBeforeConnect(ctx, cc)
+			if err := userBeforeConnect(ctx, cc); err != nil {
+				return err
+			}
 		}
+		// cc is this connection's own copy: its sockets, and its cancel
+		// requests, are counted as the host's.
+		cc.DialFunc = hp.socks.dialer(cc.DialFunc, true)
 		return nil
 	}
 

@@ -35,6 +35,11 @@ const (
 	keyFallbackCooldown       = "fallback_cooldown"
 	keyFallbackLifetime       = "fallback_lifetime"
 
+	// keyTCPUserTimeout is libpq's key, which pgconn does not implement: it
+	// would send it to the server as a runtime parameter, setting the
+	// server's side of the socket instead of the client's.
+	keyTCPUserTimeout = "tcp_user_timeout"
+
 	// fallbackKeyPrefix marks the whole fallback_* family as ours. A key with
 	// this prefix that is not one of the keyFallback* names is an error, so a
 	// misspelling is reported instead of being dropped or sent to the server.
@@ -60,6 +65,7 @@ var ownKeys = []string{
 	keyMaxLag,
 	keyPatroniAPIURLs,
 	keyPatroniRefresh,
+	keyTCPUserTimeout,
 }
 
 // fallbackKeys are the known members of the fallback_* family.
@@ -121,6 +127,10 @@ var fallbackKeys = []string{
 //	fallback_connect_timeout  5s          reserved for the Patroni topology source; > 0
 //	fallback_cooldown         30s         reserved for the Patroni topology source; > 0
 //	fallback_lifetime         30s         reserved for the Patroni topology source; > 0
+//	tcp_user_timeout          10000       libpq's key, in milliseconds: how long data sent to a
+//	                                      server may go unacknowledged before the connection is
+//	                                      dropped (Linux TCP_USER_TIMEOUT; ignored elsewhere);
+//	                                      0 = the operating system's default; >= 0
 //
 // The reserved keys are parsed and checked as the table says, so a bad
 // value is an error today, but nothing acts on them yet. Any other key
@@ -138,6 +148,19 @@ var fallbackKeys = []string{
 // check is not used: it would reject the extra spellings and does not know
 // the Pool's ranking, so ParseConfig keeps it from pgconn and leaves
 // ConnConfig.ValidateConnect nil.
+//
+// tcp_user_timeout and keepalives: ParseConfig sets ConnConfig.DialFunc to
+// a dialer like pgconn's with TCP keepalives every 5s after 5s of silence
+// (pgconn leaves Go's 15s) and, on Linux, TCP_USER_TIMEOUT on every TCP
+// socket, 10s unless tcp_user_timeout says otherwise. libpq's default is
+// the operating system's, which lets a statement sent into a network
+// blackhole wait about 15 minutes of retransmissions; 10s is far beyond
+// any retransmission on a working network and well inside
+// failover_max_duration, so such a statement ends with
+// ErrCommitOutcomeUnknown instead. With the keepalives, a connection
+// waiting for an answer from a peer that vanished is dropped after about
+// 10s as well. A DialFunc set on the Config after ParseConfig replaces
+// this dialer, and with it tcp_user_timeout and the keepalives.
 //
 // connect_timeout: when neither the string, a service file nor
 // PGCONNECT_TIMEOUT sets it, ParseConfig sets ConnConfig.ConnectTimeout to
@@ -200,6 +223,7 @@ func ParseConfig(connString string) (*Config, error) {
 			fallbackCooldown:       defaultFallbackCooldown,
 			fallbackLifetime:       defaultFallbackLifetime,
 		},
+		tcpUserTimeout:       defaultTCPUserTimeout,
 		createdByParseConfig: true,
 	}
 
@@ -218,6 +242,10 @@ func ParseConfig(connString string) (*Config, error) {
 	if err := c.patroni.parse(p, own); err != nil {
 		return nil, err
 	}
+	if c.tcpUserTimeout, err = p.tcpUserTimeout(own); err != nil {
+		return nil, err
+	}
+	cc.DialFunc = newDialFunc(c.tcpUserTimeout)
 	c.Zone = own[keyZone]
 
 	// The Pool checks roles itself; pgconn's check must stay out of the way.
@@ -373,6 +401,23 @@ func (s *patroniSettings) parse(p *parseState, own map[string]string) error {
 		return err
 	}
 	return nil
+}
+
+// tcpUserTimeout reads tcp_user_timeout: whole milliseconds as in libpq
+// (or a duration like the other keys), 0 for the operating system's
+// default, at most what the socket option holds.
+func (p *parseState) tcpUserTimeout(own map[string]string) (time.Duration, error) {
+	d, err := p.duration(own, keyTCPUserTimeout, defaultTCPUserTimeout, nonNegative)
+	if err != nil {
+		return 0, err
+	}
+	if d/time.Millisecond > math.MaxInt32 {
+		return 0, p.badValue(keyTCPUserTimeout, own[keyTCPUserTimeout], "is out of range: at most 2147483647 milliseconds", nil)
+	}
+	if d > 0 && d < time.Millisecond {
+		return 0, p.badValue(keyTCPUserTimeout, own[keyTCPUserTimeout], "is less than a millisecond; give 0 for the operating system's default", nil)
+	}
+	return d, nil
 }
 
 // patroniURLs checks a comma list of Patroni REST API base URLs. A URL may

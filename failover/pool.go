@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -137,9 +138,19 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	return p, nil
 }
 
+// closeGrace is how long Close lets pgconn's cancel requests and the
+// draining of given-up connections run before it cuts them (see sockets).
+// On a host that answers they take milliseconds.
+const closeGrace = time.Second
+
 // Close stops the background probes and the topology watch, and closes
-// every host's pool and PgxPool's pool. It waits for connections in use to be released, like
-// pgxpool.Pool.Close. It is safe to call more than once.
+// every host's pool and PgxPool's pool. It waits for connections in use to
+// be released, like pgxpool.Pool.Close, except on a host the Pool knows
+// does not answer: statements in flight there are cut at once (they fail, a
+// write with ErrCommitOutcomeUnknown). Cancel requests and connections
+// pgconn has given up on are waited for closeGrace (1 s) at most, so a
+// blackholed host does not hold Close for pgconn's 15 s. It is safe to call
+// more than once.
 func (p *Pool) Close() {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
@@ -150,15 +161,31 @@ func (p *Pool) Close() {
 		p.followMu.Lock() // PgxPool closes what it builds once closed is set
 		f := p.follow.Load()
 		p.followMu.Unlock()
-		if f != nil {
-			f.pool.Close() // waits for its connections in use, like the hosts' pools below
-		}
 		p.topoMu.Lock() // no host is added once closed is set and this is held
 		hosts := p.hosts.Load().list
 		p.topoMu.Unlock()
 		for _, h := range hosts {
-			h.pool.Close()
+			h.socks.killIfDown()
 		}
+		var pools sync.WaitGroup
+		for _, h := range hosts {
+			pools.Go(h.pool.Close)
+		}
+		if f != nil {
+			pools.Go(f.pool.Close)
+		}
+		closed := make(chan struct{})
+		go func() { pools.Wait(); close(closed) }()
+		t := p.clock.NewTimer(closeGrace)
+		select {
+		case <-closed:
+		case <-t.C():
+			for _, h := range hosts {
+				h.socks.abandon()
+			}
+		}
+		t.Stop()
+		<-closed
 		p.bg.Wait()
 		for _, h := range hosts {
 			h.probe.close() // its loop closed it, unless it never ran (New failed)

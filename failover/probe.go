@@ -40,6 +40,7 @@ const fastProbeInterval = 2 * time.Millisecond
 type prober struct {
 	config        *pgx.ConnConfig
 	beforeConnect func(context.Context, *pgx.ConnConfig) error // the user's pool hook, if any
+	socks         *sockets                                     // the host's sockets
 
 	// mu guards conn. It is held through a probe's I/O: the probe loop
 	// and the closers are the only ones to wait for it, never a call.
@@ -68,6 +69,7 @@ func (pr *prober) run(ctx context.Context, timeout time.Duration) probeResult {
 				return probeResult{err: err}
 			}
 		}
+		cfg.DialFunc = pr.socks.dialer(cfg.DialFunc, false)
 		conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 		if err != nil {
 			return probeResult{err: err}
@@ -93,11 +95,19 @@ func (pr *prober) close() {
 	pr.closeLocked()
 }
 
+// closeLocked closes the connection and waits, up to a second, for pgconn
+// to finish with its socket, so that no goroutine of pgconn's outlives the
+// probe. The probe's connection sends no cancel request, so when a
+// timed-out question made pgconn give the connection up, that is quick.
 func (pr *prober) closeLocked() {
 	if pr.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		pr.conn.Close(ctx)
+		select {
+		case <-pr.conn.CleanupDone():
+		case <-ctx.Done():
+		}
 		pr.conn = nil
 	}
 }
@@ -191,12 +201,36 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 		if class := hosthealth.Classify(r.err); class != hosthealth.NotFailover {
 			p.tracker.ObserveFailure(h.addr, class)
 		}
+		if silent(r.err) {
+			h.socks.kill()
+		}
 	} else {
+		h.socks.up()
 		p.observeRole(h, r.role)
 		p.tracker.ObserveZone(h.addr, r.zone)
 	}
 	after, _ := p.status(h.addr)
 	p.logChange(before, after, r.err)
+}
+
+// silent reports whether a probe's error shows a host that does not
+// answer: the probe could not connect and no server spoke (refused, no
+// route, no answer within connect_timeout), or its question went
+// unanswered for the whole probe timeout. Then nothing in flight there
+// will be answered either, and the host's sockets are cut (sockets.kill).
+// A connection the server ended (a terminated backend, a shutdown) is not
+// enough: the others may be fine, or will learn it themselves.
+func silent(err error) bool {
+	if hosthealth.Classify(err) != hosthealth.Transport {
+		return false
+	}
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return false
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	return pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // status returns what the tracker knows about the host at addr.

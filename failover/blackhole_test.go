@@ -1,0 +1,270 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"go.uber.org/goleak"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// blackhole makes the proxy swallow everything in both directions, as a
+// host that stops answering does: connections stay open, the proxy's side
+// of the socket still acknowledges what is sent, and no byte gets through.
+// New connections are accepted and then hear nothing.
+func blackhole(t *testing.T, p *toxiproxy.Proxy) {
+	t.Helper()
+	for _, stream := range []string{"upstream", "downstream"} {
+		js := fmt.Sprintf(`{"name":"blackhole-%s","type":"timeout","stream":%q,"attributes":{"timeout":0}}`, stream, stream)
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// proxiedPrimary returns the cluster's connection string with the primary
+// reached through a proxy, and that proxy.
+func proxiedPrimary(t *testing.T, c *pgtest.Cluster, params string) (string, *toxiproxy.Proxy) {
+	t.Helper()
+	proxy := startProxy(t, c.Primary())
+	return strings.Replace(c.ConnString(params), c.Primary().Addr(), proxy.Listen, 1), proxy
+}
+
+func TestCloseWithBlackholedHost(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	before := goleak.IgnoreCurrent()
+	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=2")
+	pool, err := failover.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	blackhole(t, proxy)
+
+	// A statement whose caller gives up on the dead host: pgconn then
+	// sends a cancel request there, which nothing answers.
+	callCtx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = pool.Exec(callCtx, "INSERT INTO nowhere VALUES (1)")
+	cancel()
+	if err == nil {
+		t.Fatal("a write on a blackholed host succeeded")
+	}
+
+	start := time.Now()
+	pool.Close()
+	took := time.Since(start)
+	t.Logf("Close with a blackholed host took %v", took)
+	if took > 5*time.Second {
+		t.Errorf("Close took %v with a blackholed host; want it not to wait on the dead host", took)
+	}
+	proxy.Stop()
+	goleak.VerifyNone(t, before)
+}
+
+// timedWrite is one write's outcome and when it ran.
+type timedWrite struct {
+	id         int64
+	start, end time.Time
+	err        error
+}
+
+// A primary that stops answering (blackholed, not closed) under writers,
+// and a replica promoted: writes in flight on the dead host end within a
+// few seconds with ErrCommitOutcomeUnknown naming it, new writes go to the
+// new primary, every acknowledged write is there once, and Close is quick.
+func TestBlackholedPrimaryUnderWriters(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, promoted := c.Primary(), c.Replicas()[0]
+	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=4")
+	pool, err := failover.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			pool.Close()
+		}
+	}()
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		next   atomic.Int64
+		mu     sync.Mutex // guards writes
+		writes []timedWrite
+	)
+	l := startLoop(t, 3, func() {
+		w := timedWrite{id: next.Add(1), start: time.Now()}
+		_, w.err = pool.Exec(ctx, "INSERT INTO writes (id) VALUES ($1)", w.id)
+		w.end = time.Now()
+		mu.Lock()
+		writes = append(writes, w)
+		mu.Unlock()
+	})
+	okSince := func(t0 time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, w := range writes {
+			if w.err == nil && w.start.After(t0) {
+				n++
+			}
+		}
+		return n
+	}
+	waitUntil(t, 30*time.Second, "writes before the blackhole", func() bool { return okSince(time.Time{}) >= 30 })
+
+	t0 := time.Now()
+	blackhole(t, proxy)
+	// No acknowledgement leaves the old primary once it is blackholed, so
+	// every acknowledged write is in the WAL it has now. A failover
+	// manager promotes a standby that has it all; the old primary stays up,
+	// cut off from the client only.
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Promote(ctx, promoted); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "writes on the new primary", func() bool { return okSince(t0) >= 30 })
+	l.stop()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var firstOK time.Time
+	var stuck []timedWrite // writes started before the blackhole that ended after it
+	for _, w := range writes {
+		if w.err == nil && w.start.After(t0) && (firstOK.IsZero() || w.end.Before(firstOK)) {
+			firstOK = w.end
+		}
+		if w.start.Before(t0) && w.end.After(t0) {
+			stuck = append(stuck, w)
+		}
+	}
+	var longest time.Duration
+	for _, w := range writes {
+		if w.err == nil {
+			continue
+		}
+		if !errors.Is(w.err, failover.ErrCommitOutcomeUnknown) {
+			t.Errorf("write %d failed with %v; want ErrCommitOutcomeUnknown", w.id, w.err)
+			continue
+		}
+		var he *failover.HostError
+		if !errors.As(w.err, &he) || he.Addr != proxy.Listen {
+			t.Errorf("write %d: %v does not name the blackholed host %s", w.id, w.err, proxy.Listen)
+		}
+		from := w.start
+		if from.Before(t0) {
+			from = t0
+		}
+		longest = max(longest, w.end.Sub(from))
+	}
+	t.Logf("blackhole at t0: %d writes in flight; failed writes ended at most %v after t0 (or their start); first write on the new primary %v after t0",
+		len(stuck), longest, firstOK.Sub(t0))
+	for _, w := range stuck {
+		t.Logf("  in flight at t0: write %d ended %v after t0: %v", w.id, w.end.Sub(t0), w.err)
+	}
+	// Generous: what matters is that they end on the Pool's knowledge, not
+	// on the callers' two-minute deadline.
+	if longest > 20*time.Second {
+		t.Errorf("a write on the blackholed host took %v to end", longest)
+	}
+	if got := serverPort(t, ctx, pool); got != promoted.Port() {
+		t.Errorf("pool writes to port %d, want the new primary's %d (old %d)", got, promoted.Port(), old.Port())
+	}
+
+	// Every acknowledged write reached the promoted standby, exactly once.
+	rows, err := pool.Query(ctx, "SELECT id FROM writes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := make(map[int64]int, len(ids))
+	for _, id := range ids {
+		count[id]++
+	}
+	for _, w := range writes {
+		if w.err == nil && count[w.id] != 1 {
+			t.Errorf("acknowledged id %d is present %d times", w.id, count[w.id])
+		}
+	}
+
+	start := time.Now()
+	pool.Close()
+	closed = true
+	t.Logf("Close took %v", time.Since(start))
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Close took %v with a blackholed host", took)
+	}
+}
+
+// Calls waiting for a connection of a host whose every connection hangs
+// end with an error naming the host when their context ends, and move on
+// once the Pool learns the host does not answer.
+func TestAcquireWaitOnBlackholedHost(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=1&target=any")
+	pool := newPool(t, ctx, dsn)
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := serverPort(t, ctx, pool); got != c.Primary().Port() {
+		t.Fatalf("pool reads from port %d, want the proxied primary first", got)
+	}
+	blackhole(t, proxy)
+
+	// The pool's only connection hangs with this call.
+	var wg sync.WaitGroup
+	var heldErr error
+	wg.Go(func() { _, heldErr = pool.Exec(ctx, "INSERT INTO nowhere VALUES (1)") })
+	waitUntil(t, 10*time.Second, "the connection in use", func() bool {
+		for _, h := range pool.Stat().Hosts() {
+			if h.Addr == proxy.Listen {
+				return h.Pool.AcquiredConns() == 1
+			}
+		}
+		return false
+	})
+
+	// A call waiting for that host's pool until its own deadline.
+	callCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err := pool.Exec(callCtx, "SELECT 1")
+	cancel()
+	var he *failover.HostError
+	if !errors.As(err, &he) || he.Addr != proxy.Listen || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("call whose deadline ended while it waited for the blackholed host: %v; want a HostError naming %s wrapping the deadline", err, proxy.Listen)
+	}
+
+	// Once the probe finds the host silent, the hung call ends and reads
+	// go to the replica.
+	var port int
+	if err := pool.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil || port != c.Replicas()[0].Port() {
+		t.Errorf("read after the blackhole: port %d, %v; want the replica's %d", port, err, c.Replicas()[0].Port())
+	}
+	wg.Wait()
+	if !errors.Is(heldErr, failover.ErrCommitOutcomeUnknown) || !errors.As(heldErr, &he) || he.Addr != proxy.Listen {
+		t.Errorf("the hung write: %v; want ErrCommitOutcomeUnknown naming %s", heldErr, proxy.Listen)
+	}
+}
