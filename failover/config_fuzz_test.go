@@ -33,6 +33,13 @@ func FuzzParseConfig(f *testing.F) {
 		{"host= target_session_attrs=replica", "s3cr3t-pass"},
 		{"db-a/app?target%5Fsession%5Fattrs=standby&pin_after_write=0", "s3cr3t:pass"},
 		{"db-a/app?sslmode=prefer&target=any&target_session_attrs=any", "s3cr3t?pass"},
+		{"host=db-a port= password=s3cr3t-pass", "s3cr3t-pass"},
+		{"host=db-a,db-b zone= password=s3cr3t-pass zones=' a , b '", "s3cr3t-pass"},
+		{"host=,db-b port=5432,0", "s3cr3t-pass"},
+		{"[::1]:5432,[fe80::1%25eth0]:5433,[fe80::1%eth0]/app", "s3cr3t-pass"},
+		{"%2Fvar%2Frun%2Fpostgresql:5433,db-a:99999/app?host=/tmp,/tmp", "s3cr3t-pass"},
+		{"/app?tcp_user_timeout=2147483648ms&failover_max_duration=2562047h48m&failover_max_attempts=-0", "s3cr3t-pass"},
+		{"db-a/app?failover_backoff_initial=9223372036854775807ns&pin_after_write=-9223372036855", "s3cr3t-pass"},
 		{"", ""},
 	}
 	for _, sd := range seeds {
