@@ -26,10 +26,16 @@ const soakApp = "pgfailover-soak"
 // test run exercises it) and PGFAILOVER_SOAK_SEED (an integer). Without a
 // seed the short soak uses a fixed one; an opt-in soak picks a new one, so
 // that long runs explore other fault sequences. The seed is always logged.
-func soakSettings(t *testing.T) (time.Duration, uint64) {
+//
+// The short soak stops the primary with a fast shutdown, which hands all of
+// its WAL to the standbys, so the old primary rejoins without pg_rewind; an
+// opt-in soak kills it outright (immediate shutdown), and the old primary
+// may need rewinding, which the harness does not always manage. Crash
+// failovers are also covered by TestSlowPromotion and
+// TestWritesFollowPrimaryThroughFailover.
+func soakSettings(t *testing.T) (dur time.Duration, seed uint64, primaryStop pgtest.StopMode) {
 	t.Helper()
-	dur := 15 * time.Second
-	var seed uint64 = 1
+	dur, seed, primaryStop = 15*time.Second, 1, pgtest.Fast
 	if s := os.Getenv("PGFAILOVER_SOAK"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
@@ -37,6 +43,7 @@ func soakSettings(t *testing.T) (time.Duration, uint64) {
 		}
 		dur = d
 		seed = uint64(time.Now().UnixNano())
+		primaryStop = pgtest.Immediate
 	}
 	if s := os.Getenv("PGFAILOVER_SOAK_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -45,7 +52,7 @@ func soakSettings(t *testing.T) (time.Duration, uint64) {
 		}
 		seed = v
 	}
-	return dur, seed
+	return dur, seed, primaryStop
 }
 
 // soakFault is one kind of fault the soak injects. Each one returns only
@@ -55,21 +62,39 @@ type soakFault struct {
 	run  func(ctx context.Context, c *pgtest.Cluster, rng *rand.Rand) (string, error)
 }
 
-var soakFaults = []soakFault{
-	{"kill primary", killPrimary},
-	{"switchover", switchover},
-	{"kill replica", killReplica},
-	{"reset connections", resetConnections},
+// soakFaults lists the faults, the primary stopped with primaryStop.
+func soakFaults(primaryStop pgtest.StopMode) []soakFault {
+	return []soakFault{
+		{"kill primary", killPrimary(primaryStop)},
+		{"switchover", switchover},
+		{"kill replica", killReplica},
+		{"reset connections", resetConnections},
+	}
 }
 
-// killPrimary stops the primary at once (no checkpoint, no hand-over),
-// promotes the standby that received the most WAL, points the other one at
-// it and brings the old primary back as a standby (rewinding it when it
-// had WAL the new primary never received).
-func killPrimary(ctx context.Context, c *pgtest.Cluster, _ *rand.Rand) (string, error) {
+// killPrimary stops the primary with mode (immediate: no checkpoint, no
+// hand-over), promotes the standby that received the most WAL, points the
+// other one at it and brings the old primary back as a standby (rewinding
+// it when it had WAL the new primary never received).
+func killPrimary(mode pgtest.StopMode) func(context.Context, *pgtest.Cluster, *rand.Rand) (string, error) {
+	return func(ctx context.Context, c *pgtest.Cluster, _ *rand.Rand) (string, error) {
+		return failPrimary(ctx, c, mode)
+	}
+}
+
+func failPrimary(ctx context.Context, c *pgtest.Cluster, mode pgtest.StopMode) (string, error) {
 	old := c.Primary()
-	next, err := c.FailoverToBest(ctx)
+	if err := old.Stop(ctx, mode); err != nil {
+		return "", err
+	}
+	next, err := c.BestStandby(ctx)
 	if err != nil {
+		return "", err
+	}
+	if err := c.Promote(ctx, next); err != nil {
+		return "", err
+	}
+	if err := c.FollowAll(ctx, next); err != nil {
 		return "", err
 	}
 	if err := c.Rejoin(ctx, old, next); err != nil {
@@ -166,8 +191,9 @@ func (s *soakTally) String() string {
 // PGFAILOVER_SOAK sets the duration (15 s when unset) and
 // PGFAILOVER_SOAK_SEED the seed of the fault sequence.
 func TestChaosSoak(t *testing.T) {
-	dur, seed := soakSettings(t)
-	t.Logf("soak for %v, seed %d (PGFAILOVER_SOAK_SEED=%d repeats the fault sequence)", dur, seed, seed)
+	dur, seed, primaryStop := soakSettings(t)
+	faults := soakFaults(primaryStop)
+	t.Logf("soak for %v, seed %d (PGFAILOVER_SOAK_SEED=%d repeats the fault sequence), primary stopped %v", dur, seed, seed, primaryStop)
 	rng := rand.New(rand.NewPCG(seed, seed))
 
 	ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
@@ -184,15 +210,15 @@ func TestChaosSoak(t *testing.T) {
 	var order []int
 	start := time.Now()
 	// The soak ends after dur, but not before every kind of fault ran once.
-	for i := 1; time.Since(start) < dur || i <= len(soakFaults); i++ {
+	for i := 1; time.Since(start) < dur || i <= len(faults); i++ {
 		// The pause between faults is the only fixed wait.
 		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(2*time.Second))))
 		// The faults come in shuffled rounds, so that even a short soak
 		// runs each kind.
 		if len(order) == 0 {
-			order = rng.Perm(len(soakFaults))
+			order = rng.Perm(len(faults))
 		}
-		f := soakFaults[order[0]]
+		f := faults[order[0]]
 		order = order[1:]
 		began := time.Now()
 		what, err := f.run(ctx, c, rng)
@@ -257,11 +283,11 @@ func TestChaosSoak(t *testing.T) {
 	all.add(w.errs, len(w.acked))
 	all.add(r.errs, r.ok)
 
-	var faults []string
-	for _, f := range soakFaults {
-		faults = append(faults, fmt.Sprintf("%s %d", f.name, counts[f.name]))
+	var tally []string
+	for _, f := range faults {
+		tally = append(tally, fmt.Sprintf("%s %d", f.name, counts[f.name]))
 	}
-	t.Logf("faults: %s", strings.Join(faults, ", "))
+	t.Logf("faults: %s", strings.Join(tally, ", "))
 	t.Logf("all:    %v", &all)
 	t.Logf("writes: %v", &writes)
 	t.Logf("reads:  %v", &reads)
