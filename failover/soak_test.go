@@ -1,0 +1,314 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// soakApp is the application_name of the soak's Pool, so that the
+// connection-reset fault can find its backends.
+const soakApp = "pgfailover-soak"
+
+// soakSettings reads the soak's duration and seed from the environment:
+// PGFAILOVER_SOAK (a Go duration; unset means a short soak, so that every
+// test run exercises it) and PGFAILOVER_SOAK_SEED (an integer). Without a
+// seed the short soak uses a fixed one; an opt-in soak picks a new one, so
+// that long runs explore other fault sequences. The seed is always logged.
+//
+// The short soak stops the primary with a fast shutdown, which hands all of
+// its WAL to the standbys, so the old primary rejoins without pg_rewind; an
+// opt-in soak kills it outright (immediate shutdown), and the old primary
+// may need rewinding, which the harness does not always manage. Crash
+// failovers are also covered by TestSlowPromotion and
+// TestWritesFollowPrimaryThroughFailover.
+func soakSettings(t *testing.T) (dur time.Duration, seed uint64, primaryStop pgtest.StopMode) {
+	t.Helper()
+	dur, seed, primaryStop = 15*time.Second, 1, pgtest.Fast
+	if s := os.Getenv("PGFAILOVER_SOAK"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("PGFAILOVER_SOAK=%q: want a positive Go duration such as 20s", s)
+		}
+		dur = d
+		seed = uint64(time.Now().UnixNano())
+		primaryStop = pgtest.Immediate
+	}
+	if s := os.Getenv("PGFAILOVER_SOAK_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("PGFAILOVER_SOAK_SEED=%q: want an unsigned integer", s)
+		}
+		seed = v
+	}
+	return dur, seed, primaryStop
+}
+
+// soakFault is one kind of fault the soak injects. Each one returns only
+// once the cluster has its three servers again, one of them the primary.
+type soakFault struct {
+	name string
+	run  func(ctx context.Context, c *pgtest.Cluster, rng *rand.Rand) (string, error)
+}
+
+// soakFaults lists the faults, the primary stopped with primaryStop.
+func soakFaults(primaryStop pgtest.StopMode) []soakFault {
+	return []soakFault{
+		{"kill primary", killPrimary(primaryStop)},
+		{"switchover", switchover},
+		{"kill replica", killReplica},
+		{"reset connections", resetConnections},
+	}
+}
+
+// killPrimary stops the primary with mode (immediate: no checkpoint, no
+// hand-over), promotes the standby that received the most WAL, points the
+// other one at it and brings the old primary back as a standby (rewinding
+// it when it had WAL the new primary never received).
+func killPrimary(mode pgtest.StopMode) func(context.Context, *pgtest.Cluster, *rand.Rand) (string, error) {
+	return func(ctx context.Context, c *pgtest.Cluster, _ *rand.Rand) (string, error) {
+		return failPrimary(ctx, c, mode)
+	}
+}
+
+func failPrimary(ctx context.Context, c *pgtest.Cluster, mode pgtest.StopMode) (string, error) {
+	old := c.Primary()
+	if err := old.Stop(ctx, mode); err != nil {
+		return "", err
+	}
+	next, err := c.BestStandby(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := c.Promote(ctx, next); err != nil {
+		return "", err
+	}
+	if err := c.FollowAll(ctx, next); err != nil {
+		return "", err
+	}
+	if err := c.Rejoin(ctx, old, next); err != nil {
+		return "", fmt.Errorf("rejoin %s: %w", old.Name(), err)
+	}
+	return fmt.Sprintf("%s killed, %s promoted, %s rejoined (pg_rewind runs on it so far: %d)", old.Name(), next.Name(), old.Name(), old.Rewinds()), nil
+}
+
+// switchover hands the primary role to a standby chosen by rng.
+func switchover(ctx context.Context, c *pgtest.Cluster, rng *rand.Rand) (string, error) {
+	old := c.Primary()
+	replicas := c.Replicas()
+	to := replicas[rng.IntN(len(replicas))]
+	if err := c.Switchover(ctx, to); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s to %s", old.Name(), to.Name()), nil
+}
+
+// killReplica stops a standby chosen by rng at once and starts it again.
+// With synchronous_standby_names = 'ANY 1 (*)' the other standby keeps
+// acknowledging commits meanwhile.
+func killReplica(ctx context.Context, c *pgtest.Cluster, rng *rand.Rand) (string, error) {
+	replicas := c.Replicas()
+	r := replicas[rng.IntN(len(replicas))]
+	if err := r.Stop(ctx, pgtest.Immediate); err != nil {
+		return "", err
+	}
+	if err := r.Start(ctx); err != nil {
+		return "", err
+	}
+	return r.Name(), nil
+}
+
+// resetConnections terminates every backend of the soak's Pool on the
+// primary, idle or busy, as a pooler restart or a network reset would.
+func resetConnections(ctx context.Context, c *pgtest.Cluster, _ *rand.Rand) (string, error) {
+	p := c.Primary()
+	conn, err := p.Connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx,
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+		soakApp).Scan(&n)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d backends on %s", n, p.Name()), nil
+}
+
+// soakTally counts the outcomes of the soak's calls.
+type soakTally struct {
+	calls, ok                                   int
+	unknown, interrupted, budget, noHost, other int
+}
+
+func (s *soakTally) add(errs []error, ok int) {
+	s.calls += ok + len(errs)
+	s.ok += ok
+	for _, err := range errs {
+		switch {
+		case errors.Is(err, failover.ErrCommitOutcomeUnknown):
+			s.unknown++
+		case errors.Is(err, failover.ErrTxInterrupted):
+			s.interrupted++
+		case errors.Is(err, failover.ErrBudgetExhausted):
+			s.budget++
+		case errors.Is(err, failover.ErrNoHost):
+			s.noHost++
+		default:
+			s.other++
+		}
+	}
+}
+
+func (s *soakTally) String() string {
+	return fmt.Sprintf("%d calls, %d survived, failed: %d ErrCommitOutcomeUnknown, %d ErrTxInterrupted, %d ErrBudgetExhausted, %d ErrNoHost, %d other",
+		s.calls, s.ok, s.unknown, s.interrupted, s.budget, s.noHost, s.other)
+}
+
+// TestChaosSoak runs writers and readers through one Pool with default
+// settings on a three-server cluster with synchronous replication and
+// injects a fault every few seconds, in rounds shuffled by a seeded random
+// source: the primary killed and a standby promoted, a switchover, a
+// standby killed and restarted, the Pool's connections terminated. After each fault it waits
+// until the cluster is whole and replicated and the writers have made
+// progress again. At the end no read may have failed, a write may only have
+// failed with ErrCommitOutcomeUnknown, no write may be present twice, and
+// every acknowledged write must be on the final primary.
+//
+// PGFAILOVER_SOAK sets the duration (15 s when unset) and
+// PGFAILOVER_SOAK_SEED the seed of the fault sequence.
+func TestChaosSoak(t *testing.T) {
+	dur, seed, primaryStop := soakSettings(t)
+	faults := soakFaults(primaryStop)
+	t.Logf("soak for %v, seed %d (PGFAILOVER_SOAK_SEED=%d repeats the fault sequence), primary stopped %v", dur, seed, seed, primaryStop)
+	rng := rand.New(rand.NewPCG(seed, seed))
+
+	ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
+	defer cancel()
+	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
+	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4&application_name="+soakApp))
+	w := startWriters(t, ctx, pool, 3)
+	r := startReaders(t, ctx, pool, 3)
+	waitUntil(t, 30*time.Second, "writes and reads before the first fault", func() bool {
+		return w.okCount() >= 50 && r.okCount() >= 50
+	})
+
+	counts := map[string]int{}
+	var order []int
+	start := time.Now()
+	// The soak ends after dur, but not before every kind of fault ran once.
+	for i := 1; time.Since(start) < dur || i <= len(faults); i++ {
+		// The pause between faults is the only fixed wait.
+		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(2*time.Second))))
+		// The faults come in shuffled rounds, so that even a short soak
+		// runs each kind.
+		if len(order) == 0 {
+			order = rng.Perm(len(faults))
+		}
+		f := faults[order[0]]
+		order = order[1:]
+		began := time.Now()
+		what, err := f.run(ctx, c, rng)
+		if err != nil {
+			t.Fatalf("fault %d (%s): %v", i, f.name, err)
+		}
+		// Healthy again: every standby has replayed what the primary has,
+		// and writes and reads go through the Pool.
+		if err := c.WaitReplicated(ctx); err != nil {
+			t.Fatalf("after fault %d (%s): %v", i, f.name, err)
+		}
+		wrote, read := w.okCount(), r.okCount()
+		waitUntil(t, 30*time.Second, "writes and reads after "+f.name, func() bool {
+			return w.okCount() >= wrote+20 && r.okCount() >= read+20
+		})
+		counts[f.name]++
+		t.Logf("fault %d: %s: %s; healthy after %v", i, f.name, what, time.Since(began).Round(time.Millisecond))
+	}
+	w.stop()
+	r.stop()
+
+	// The verdict is read on the final primary once the standbys have
+	// everything it has.
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := c.Primary().Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT id FROM writes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := make(map[int64]int, len(ids))
+	dups := 0
+	for _, id := range ids {
+		present[id]++
+		if present[id] == 2 {
+			dups++
+		}
+	}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lost := 0
+	for _, id := range w.acked {
+		if present[id] == 0 {
+			lost++
+		}
+	}
+	var writes, reads, all soakTally
+	writes.add(w.errs, len(w.acked))
+	reads.add(r.errs, r.ok)
+	all.add(w.errs, len(w.acked))
+	all.add(r.errs, r.ok)
+
+	var tally []string
+	for _, f := range faults {
+		tally = append(tally, fmt.Sprintf("%s %d", f.name, counts[f.name]))
+	}
+	t.Logf("faults: %s", strings.Join(tally, ", "))
+	t.Logf("all:    %v", &all)
+	t.Logf("writes: %v", &writes)
+	t.Logf("reads:  %v", &reads)
+	t.Logf("duplicate writes: %d; acknowledged writes lost: %d (%d acknowledged, %d rows on %s)",
+		dups, lost, len(w.acked), len(ids), c.Primary().Name())
+
+	if dups != 0 {
+		t.Errorf("%d ids are present more than once", dups)
+	}
+	if lost != 0 {
+		t.Errorf("%d acknowledged writes are missing on the final primary", lost)
+	}
+	if all.budget != 0 {
+		t.Errorf("%d calls failed with ErrBudgetExhausted", all.budget)
+	}
+	for _, err := range r.errs {
+		t.Errorf("a read failed: %v", err)
+	}
+	for _, err := range w.errs {
+		if !errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+			t.Errorf("a write failed with %v; only ErrCommitOutcomeUnknown is allowed", err)
+		}
+	}
+}
