@@ -48,3 +48,29 @@ func TestWrongPasswordTriesOneHost(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongPasswordPassesOverADownHost: a host that cannot be reached
+// settles nothing, so the next one is asked, and its refusal ends New
+// before the last host sees the password.
+func TestWrongPasswordPassesOverADownHost(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	nodes := c.Nodes()
+	if err := nodes[0].Stop(ctx, pgtest.Fast); err != nil {
+		t.Fatal(err)
+	}
+	dsn := strings.Replace(c.ConnString(""), ":"+c.Password()+"@", ":not-the-password@", 1)
+	_, err := failover.New(ctx, dsn)
+	var he *failover.HostError
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &he) || he.Addr != nodes[1].Addr() || !errors.As(err, &pgErr) || pgErr.Code != "28P01" {
+		t.Fatalf("want the 28P01 of %s, got %v", nodes[1].Addr(), err)
+	}
+	log, err := os.ReadFile(nodes[2].LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), "password authentication failed"); n != 0 {
+		t.Errorf("%s logged %d failed authentications, want 0", nodes[2], n)
+	}
+}

@@ -76,9 +76,9 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 
 // NewWithConfig creates a Pool from a Config made by ParseConfig. With
 // Config.Topology set, it first waits for the source's first report (up to
-// connect_timeout). It probes every host, each within connect_timeout: the
-// first one alone for a moment, so that a wrong password reaches one host
-// only, then the others in parallel. It fails with the authentication
+// connect_timeout). It probes every host, each within connect_timeout: in
+// turn until one has logged in, so that a wrong password reaches one host
+// only, then the rest in parallel. It fails with the authentication
 // error when the credentials are refused, and otherwise with one error
 // listing every host's outcome when none is reachable in a role the target
 // accepts. The Pool keeps probing every host in the background until

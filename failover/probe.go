@@ -124,38 +124,64 @@ func (p *Pool) probeTimeout() time.Duration {
 // ErrNoHost, listing every host's outcome, when no host is reachable in a
 // role the target accepts.
 //
-// The first host is probed alone for a moment before the others: when the
-// credentials are wrong, it answers with the authentication failure and
-// New returns that, without sending the password to any other host
-// (credentials hold cluster-wide, as pgx assumes when it stops at the
-// first 28P01). The others are probed in parallel once the first has
-// answered or firstProbeLead has passed, so a first host that does not
-// answer delays New by that lead at most.
+// Credentials hold cluster-wide, as pgx assumes when it stops at the first
+// 28P01, so they are tried on one host at a time until a server has
+// settled them: the hosts are probed in order, each alone, until one logs
+// in (then the rest are probed in parallel) or refuses the credentials
+// (then New returns that refusal, and no other host sees the password). A
+// host that cannot be reached settles nothing and passes the turn at once;
+// one that does not answer passes it after firstProbeLead, and is still
+// waited for.
 func (p *Pool) probeAll(ctx context.Context) error {
 	hosts := p.hosts.Load().list
 	if len(hosts) == 0 {
 		return &FailoverError{Kind: ErrNoHost}
 	}
 	results := make([]probeResult, len(hosts))
+	done := make(chan int, len(hosts))
+	var wg sync.WaitGroup
 	probe := func(i int) {
 		hosts[i].probes.Add(1)
-		results[i] = hosts[i].probe.run(ctx, p.probeTimeout())
+		wg.Go(func() {
+			results[i] = hosts[i].probe.run(ctx, p.probeTimeout())
+			done <- i
+		})
 	}
-	first := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { probe(0); close(first) })
-	t := p.clock.NewTimer(firstProbeLead)
-	select {
-	case <-first:
-		t.Stop()
-		if hosthealth.Classify(results[0].err) == hosthealth.Terminal {
-			p.observe(hosts[0], results[0])
-			return &HostError{Addr: hosts[0].addr, Err: results[0].err}
+	next := 0
+	for settled := false; !settled && next < len(hosts); {
+		probe(next)
+		next++
+		t := p.clock.NewTimer(firstProbeLead)
+	turn:
+		for {
+			select {
+			case i := <-done:
+				switch {
+				case results[i].err == nil:
+					settled = true
+				case hosthealth.Classify(results[i].err) == hosthealth.Terminal:
+					t.Stop()
+					wg.Wait()
+					for j := range next {
+						p.observe(hosts[j], results[j])
+					}
+					return &HostError{Addr: hosts[i].addr, Err: results[i].err}
+				case i != next-1:
+					// An earlier host, whose turn had passed, settled
+					// nothing: the current one keeps its turn.
+					continue
+				}
+				// Settled, or the current host settled nothing (it could
+				// not be reached): the turn ends.
+				break turn
+			case <-t.C():
+				break turn
+			}
 		}
-	case <-t.C():
+		t.Stop()
 	}
-	for i := 1; i < len(hosts); i++ {
-		wg.Go(func() { probe(i) })
+	for ; next < len(hosts); next++ {
+		probe(next)
 	}
 	wg.Wait()
 
@@ -190,8 +216,8 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	return fe
 }
 
-// firstProbeLead is how long New waits for the first host's probe before
-// probing the others.
+// firstProbeLead is how long New waits for a host's probe to settle the
+// credentials before it hands the turn to the next host.
 const firstProbeLead = 500 * time.Millisecond
 
 // observe records a probe's outcome on host h.
