@@ -40,24 +40,9 @@ func TestNoConnectionStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var (
-		acked  atomic.Int64
-		errsMu sync.Mutex
-		errs   []error
-	)
-	writers := startLoop(t, callers, func() {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(cctx, "INSERT INTO writes VALUES (1)"); err != nil {
-			errsMu.Lock()
-			errs = append(errs, err)
-			errsMu.Unlock()
-			return
-		}
-		acked.Add(1)
-	})
-	defer writers.stop()
-	waitUntil(t, 60*time.Second, "writes before the fault", func() bool { return acked.Load() >= 2*callers })
+	w := startHerd(t, ctx, pool, callers, 30*time.Second)
+	defer w.stop()
+	waitUntil(t, 60*time.Second, "writes before the fault", func() bool { return w.acked.Load() >= 2*callers })
 
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -75,7 +60,7 @@ func TestNoConnectionStorm(t *testing.T) {
 	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
 		t.Fatal(err)
 	}
-	ackedAtFault := acked.Load()
+	ackedAtFault := w.acked.Load()
 	waitUntil(t, 30*time.Second, "the old primary known down", func() bool {
 		for _, h := range pool.Stat().Hosts() {
 			if h.Addr == old.Addr() {
@@ -89,8 +74,8 @@ func TestNoConnectionStorm(t *testing.T) {
 	if err := c.Promote(ctx, next); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 60*time.Second, "writes on the new primary", func() bool { return acked.Load() >= ackedAtFault+2*callers })
-	writers.stop()
+	waitUntil(t, 60*time.Second, "writes on the new primary", func() bool { return w.acked.Load() >= ackedAtFault+2*callers })
+	w.stop()
 
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -109,15 +94,48 @@ func TestNoConnectionStorm(t *testing.T) {
 	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 256<<20 {
 		t.Errorf("the heap grew by %d MiB during the failover", grown>>20)
 	}
-	errsMu.Lock()
-	defer errsMu.Unlock()
-	for _, err := range errs {
+	w.checkOnlyInFlightFailed(t, maxConns)
+}
+
+// herd is many writers that insert the same row over and over through one
+// pool, each call under its own deadline, and count what happened.
+type herd struct {
+	*loop
+	acked atomic.Int64
+
+	mu   sync.Mutex // guards errs
+	errs []error
+}
+
+func startHerd(t *testing.T, ctx context.Context, pool *failover.Pool, n int, callTimeout time.Duration) *herd {
+	h := &herd{}
+	h.loop = startLoop(t, n, func() {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		if _, err := pool.Exec(cctx, "INSERT INTO writes VALUES (1)"); err != nil {
+			h.mu.Lock()
+			h.errs = append(h.errs, err)
+			h.mu.Unlock()
+			return
+		}
+		h.acked.Add(1)
+	})
+	return h
+}
+
+// checkOnlyInFlightFailed fails the test unless every failed write failed
+// with ErrCommitOutcomeUnknown, and at most inFlight of them did.
+func (h *herd) checkOnlyInFlightFailed(t *testing.T, inFlight int) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, err := range h.errs {
 		if !errors.Is(err, failover.ErrCommitOutcomeUnknown) {
 			t.Errorf("a write failed with %v", err)
 			break
 		}
 	}
-	if len(errs) > maxConns {
-		t.Errorf("%d writes failed; at most the %d in flight at the fault may", len(errs), maxConns)
+	if len(h.errs) > inFlight {
+		t.Errorf("%d writes failed; at most the %d in flight at the fault may", len(h.errs), inFlight)
 	}
 }
