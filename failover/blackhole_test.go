@@ -240,12 +240,7 @@ func TestAcquireWaitOnBlackholedHost(t *testing.T) {
 	var heldErr error
 	wg.Go(func() { _, heldErr = pool.Exec(ctx, "INSERT INTO nowhere VALUES (1)") })
 	waitUntil(t, 10*time.Second, "the connection in use", func() bool {
-		for _, h := range pool.Stat().Hosts() {
-			if h.Addr == proxy.Listen {
-				return h.Pool.AcquiredConns() == 1
-			}
-		}
-		return false
+		return hostStat(t, pool, proxy.Listen).Pool.AcquiredConns() == 1
 	})
 
 	// A call waiting for that host's pool until its own deadline.

@@ -52,15 +52,7 @@ func TestMinConnsDoNotHammerAWrongRoleHost(t *testing.T) {
 	}
 	defer pool.Close()
 
-	probes := func() int64 {
-		for _, h := range pool.Stat().Hosts() {
-			if h.Addr == replica.Addr() {
-				return h.Probes
-			}
-		}
-		t.Fatalf("no host %s", replica.Addr())
-		return 0
-	}
+	probes := func() int64 { return hostStat(t, pool, replica.Addr()).Probes }
 	// Five probes at 500 ms: the 2.5 s in which the Pool used to dial the
 	// replica a dozen times.
 	start := probes()

@@ -39,15 +39,7 @@ func TestWaitingCallsDoNotDial(t *testing.T) {
 	if err := old.Stop(ctx, pgtest.Fast); err != nil {
 		t.Fatal(err)
 	}
-	host := func(n *pgtest.Node) failover.HostStat {
-		for _, h := range pool.Stat().Hosts() {
-			if h.Addr == n.Addr() {
-				return h
-			}
-		}
-		t.Fatalf("no host %s", n.Addr())
-		return failover.HostStat{}
-	}
+	host := func(n *pgtest.Node) failover.HostStat { return hostStat(t, pool, n.Addr()) }
 	waitUntil(t, 30*time.Second, "the primary known down", func() bool {
 		return host(old).State == hosthealth.TransportError
 	})

@@ -110,6 +110,19 @@ func (l *loop) stop() {
 	l.wg.Wait()
 }
 
+// hostStat returns the Pool's figures for the host at addr; the test fails
+// when the Pool has no such host.
+func hostStat(t *testing.T, pool *failover.Pool, addr string) failover.HostStat {
+	t.Helper()
+	for _, h := range pool.Stat().Hosts() {
+		if h.Addr == addr {
+			return h
+		}
+	}
+	t.Fatalf("no host %s in Stat", addr)
+	return failover.HostStat{}
+}
+
 // writer inserts increasing ids through the pool from several goroutines
 // until stopped, and keeps the outcome of every write.
 type writer struct {

@@ -46,14 +46,7 @@ func TestNoConnectionStorm(t *testing.T) {
 
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	probes := func(n *pgtest.Node) int64 {
-		for _, h := range pool.Stat().Hosts() {
-			if h.Addr == n.Addr() {
-				return h.Probes
-			}
-		}
-		return 0
-	}
+	probes := func(n *pgtest.Node) int64 { return hostStat(t, pool, n.Addr()).Probes }
 	oldDials, oldProbes := dials(old), probes(old)
 	nextDials, nextProbes := dials(next), probes(next)
 
@@ -62,12 +55,7 @@ func TestNoConnectionStorm(t *testing.T) {
 	}
 	ackedAtFault := w.acked.Load()
 	waitUntil(t, 30*time.Second, "the old primary known down", func() bool {
-		for _, h := range pool.Stat().Hosts() {
-			if h.Addr == old.Addr() {
-				return h.State == hosthealth.TransportError
-			}
-		}
-		return false
+		return hostStat(t, pool, old.Addr()).State == hosthealth.TransportError
 	})
 	// A cluster manager promotes after a while; the writers wait meanwhile.
 	time.Sleep(time.Second)

@@ -219,14 +219,7 @@ func TestHostGaugeAndWaitTelemetry(t *testing.T) {
 		_, err := pool.Exec(ctx, "INSERT INTO t VALUES (1)")
 		done <- err
 	}()
-	probes := func() int64 {
-		for _, h := range pool.Stat().Hosts() {
-			if h.Addr == replica.Addr() {
-				return h.Probes
-			}
-		}
-		return 0
-	}
+	probes := func() int64 { return hostStat(t, pool, replica.Addr()).Probes }
 	// The replica is probed every few milliseconds only while a call
 	// waits: seeing that shows the write is waiting.
 	start := probes()

@@ -43,13 +43,7 @@ func addToxic(t *testing.T, p *toxiproxy.Proxy, name, typ, stream, attrs string)
 // hostState is the state of the host at addr as the Pool's target sees it.
 func hostState(t *testing.T, pool *failover.Pool, addr string) hosthealth.State {
 	t.Helper()
-	for _, h := range pool.Stat().Hosts() {
-		if h.Addr == addr {
-			return h.State
-		}
-	}
-	t.Fatalf("no host %s in Stat", addr)
-	return 0
+	return hostStat(t, pool, addr).State
 }
 
 // timedCall is one call's outcome and when it ran.

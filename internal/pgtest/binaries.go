@@ -194,13 +194,19 @@ func (b *binaries) command(dir, prog string, args ...string) *exec.Cmd {
 // run executes a short-lived tool to completion and returns its combined
 // output. When ctx ends, the tool's whole process group is killed.
 func (b *binaries) run(ctx context.Context, dir, prog string, args ...string) (string, error) {
-	cmd := b.command(dir, prog, args...)
+	return runToEnd(ctx, b.command(dir, prog, args...), prog+" "+strings.Join(args, " "))
+}
+
+// runToEnd runs cmd, which must start in a process group of its own, to
+// completion and returns its combined output; what names it in errors.
+// When ctx ends, the whole process group is killed.
+func runToEnd(ctx context.Context, cmd *exec.Cmd, what string) (string, error) {
 	cmd.Stdin = nil
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return "", fmt.Errorf("start %s: %w", what, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -215,7 +221,7 @@ func (b *binaries) run(ctx context.Context, dir, prog string, args ...string) (s
 	// Tools like pg_basebackup fork helpers; make sure none outlive the call.
 	waitGroupGone(cmd.Process.Pid, 2*time.Second)
 	if err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w\n%s", prog, strings.Join(args, " "), err, tail(out.String(), 2048))
+		return out.String(), fmt.Errorf("%s: %w\n%s", what, err, tail(out.String(), 2048))
 	}
 	return out.String(), nil
 }

@@ -1,7 +1,6 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -64,27 +63,7 @@ func (pc *PatroniCluster) Switchover(ctx context.Context) (from, to *PatroniMemb
 // output. When ctx ends, patronictl is killed.
 func (pc *PatroniCluster) ctl(ctx context.Context, m *PatroniMember, args ...string) (string, error) {
 	cmd := pc.command(pc.base, pc.patronictl, append([]string{"-c", m.configPath}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start %s: %w", pc.patronictl, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		err = ctx.Err()
-	}
-	waitGroupGone(cmd.Process.Pid, 2*time.Second)
-	if err != nil {
-		return out.String(), fmt.Errorf("patronictl %v: %w\n%s", args, err, tail(out.String(), 2048))
-	}
-	return out.String(), nil
+	return runToEnd(ctx, cmd, fmt.Sprintf("patronictl %v", args))
 }
 
 // KillLeaderPostmaster kills the leader's postmaster with SIGKILL and
