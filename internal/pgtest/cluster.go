@@ -364,6 +364,9 @@ func (c *Cluster) setPassword(ctx context.Context, p *Node) error {
 	sql := "SET synchronous_commit = local; ALTER ROLE postgres PASSWORD " + sqlLiteral(secret)
 	if err := p.Exec(ctx, sql); err != nil {
 		// Only the SQLSTATE: a syntax error would quote the statement.
+		if ctx.Err() != nil {
+			return p.errorf("setting the password: %w", ctx.Err())
+		}
 		code := "no SQLSTATE"
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 			code = "SQLSTATE " + pgErr.Code
