@@ -1,0 +1,27 @@
+// Package replica decides where a read goes when it may be served by a
+// streaming replica: which replicas are fresh enough, which of them is next
+// in turn, and when a read must go to the primary instead.
+//
+// It holds no connections and does no I/O. The caller (package failover)
+// probes the servers and feeds in what it learns: the primary's WAL
+// position with the time it was read, and each replica's replay position.
+// From these the package derives an upper bound on how stale each replica
+// is:
+//
+//   - every probe of the primary records a Sample: its WAL position and the
+//     time just before the position was asked for;
+//   - a replica whose replay position has reached a sample taken at time t
+//     holds every write acknowledged before t, so it is at most now − t
+//     stale;
+//   - the bound grows on its own as time passes, so a replica whose WAL
+//     receiver stopped falls out of the gate even though nothing new is
+//     learnt about it, while a replica of an idle primary stays fresh
+//     because the primary's position does not move past it.
+//
+// A replica whose bound cannot be computed (never probed, probe failed,
+// nothing replayed yet, no sample of the primary) is not eligible while a
+// gate is set: unknown is never taken for zero.
+//
+// Every function takes the time from its caller, so tests run on a fake
+// clock and never sleep.
+package replica
