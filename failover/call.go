@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // errRetry is what call.done returns when the statement should be run again
@@ -47,6 +48,12 @@ type call struct {
 	backoff   *fullJitter
 	waited    time.Duration // time spent waiting for a usable host
 	span      trace.Span    // the failover episode
+
+	// A read through the Reader:
+	after    replica.LSN    // the position its causal token asks for, if any
+	reason   replica.Reason // why it went where it goes
+	verify   bool           // check that the replica picked has replayed after
+	behind   []string       // replicas checked that had not replayed after
 }
 
 func (p *Pool) newCall(ctx context.Context) call {
@@ -87,7 +94,16 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, err
 		}
 		conn, err := c.acquireFrom(h)
+		if err == nil && c.verify && !c.p.reader.replayed(c.ctx, h, conn, c.after) {
+			// Not there yet: another replica, or the primary, takes the read.
+			conn.Release()
+			c.behind = append(c.behind, h.addr)
+			continue
+		}
 		if err == nil {
+			if c.picker.reads != nil {
+				c.p.telemetry.readRouted(c.ctx, c.reason)
+			}
 			return conn, nil
 		}
 		switch {
@@ -116,13 +132,17 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 // over, connecting is bounded by what is left of the budget, so a host that
 // does not answer cannot stretch it by a whole connect_timeout.
 func (c *call) acquireFrom(h *hostPool) (*pgxpool.Conn, error) {
+	pool := h.pool
+	if c.picker.reads != nil {
+		pool = h.reads
+	}
 	if !c.episode {
-		return h.pool.Acquire(c.ctx)
+		return pool.Acquire(c.ctx)
 	}
 	// What is left of the budget, on the Pool's clock, bounds the dial.
 	ctx, cancel := context.WithTimeout(c.ctx, c.deadline.Sub(c.p.clock.Now()))
 	defer cancel()
-	return h.pool.Acquire(ctx)
+	return pool.Acquire(ctx)
 }
 
 // pick chooses the host for the next attempt, waiting while no host can
@@ -184,6 +204,8 @@ func (c *call) wait(s *hosthealth.Snapshot, heldBack bool) error {
 	select {
 	case <-s.Changed():
 		return nil
+	case <-c.picker.changed():
+		return nil
 	case <-t.C():
 		return nil // the deadline is checked again on the next round
 	case <-c.ctx.Done():
@@ -205,8 +227,8 @@ func (c *call) done(err error, rule policy) error {
 		return err
 	}
 	if err == nil {
-		if rule&writes != 0 {
-			c.p.noteWrite()
+		if rule&writes != 0 && c.picker.reads == nil {
+			c.p.wrote(c.ctx, c.host)
 		}
 		c.finish(nil)
 		return nil
@@ -387,6 +409,11 @@ func (c *call) giveUp(kind, cause error) error {
 		var why error = &hosthealth.RoleError{Addr: h.Addr, Role: h.Role, Target: c.picker.target}
 		if st := s.State(i, c.picker.target); st != hosthealth.TopologyReject {
 			why = &hostStateError{state: st}
+			if c.picker.reads != nil && st <= hosthealth.Unknown && h.Role == hosthealth.RoleReplica {
+				if lagErr := c.picker.reads.lagError(h.Addr); lagErr != nil {
+					why = lagErr
+				}
+			}
 		}
 		fe.Hosts = append(fe.Hosts, HostError{Addr: h.Addr, Err: why})
 	}

@@ -108,7 +108,7 @@ func (p *Pool) newFollower() *follower {
 		}
 		cc.DialFunc = p.noteDialFailures(h, cc.DialFunc)
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
-			if err := p.checkRole(ctx, h, conn); err != nil {
+			if err := p.checkRole(ctx, h, conn, p.cfg.Target); err != nil {
 				return err
 			}
 			conn.CustomData()[hostKey] = h
@@ -166,7 +166,7 @@ func (p *Pool) noteDialFailures(h *hostPool, dial pgconn.DialFunc) pgconn.DialFu
 // Pool would send a call to.
 func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
-	return h != nil && !h.retired.Load() && p.usable(h, conn) && p.canTake(h)
+	return h != nil && !h.retired.Load() && p.usable(h, conn) && p.canTake(h, p.cfg.Target)
 }
 
 // connected records that the pool has a connection to addr.

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -17,10 +18,14 @@ import (
 // per-connection CustomData.
 const peekKey = "pgfailover.peek"
 
-// hostPool is the pgxpool of one host, and its probe.
+// hostPool is the pgxpools of one host, and its probe.
 type hostPool struct {
-	addr  string
-	pool  *pgxpool.Pool
+	addr string
+	pool *pgxpool.Pool // the Pool's connections: the Pool's target only
+	// reads holds the Reader's connections: read-only sessions
+	// (default_transaction_read_only on), to a replica or the primary
+	// alike. pool_min_conns does not apply to it.
+	reads *pgxpool.Pool
 	probe prober // used only by the host's probe loop (and NewWithConfig's first probe)
 	// dial holds how this host is dialled: its Host, Port, TLSConfig and
 	// Fallbacks (its TLS variants). It is shared with the probe and never
@@ -34,7 +39,7 @@ type hostPool struct {
 	socks     sockets            // every socket to the host, to cut when it stops answering
 }
 
-// newHostPool builds the pgxpool of host h. No connection is made here
+// newHostPool builds the pgxpools of host h. No connection is made here
 // (unless the user asked for pool_min_conns, which pgxpool opens in the
 // background); every new connection checks the server's role, and every
 // acquire checks that the connection has not been killed while it sat
@@ -47,13 +52,34 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	hp.probe.beforeConnect = cfg.BeforeConnect
 	hp.probe.socks = &hp.socks
 
+	readCfg := cfg.Copy()
+	readCfg.MinConns = 0
+	readCfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+
+	var err error
+	hp.pool, err = p.buildPool(hp, cfg, p.cfg.Target, func(conn *pgx.Conn) bool { return p.usable(hp, conn) })
+	if err != nil {
+		return nil, err
+	}
+	hp.reads, err = p.buildPool(hp, readCfg, hosthealth.TargetAny, fresh)
+	if err != nil {
+		hp.pool.Close()
+		return nil, err
+	}
+	return hp, nil
+}
+
+// buildPool builds one pgxpool of host hp from cfg: its connections go to
+// servers in a role target accepts, and ok decides whether an idle one
+// may be handed out.
+func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Target, ok func(*pgx.Conn) bool) (*pgxpool.Pool, error) {
 	// Only the probe dials a host that cannot take calls now. Callers that
 	// were already waiting inside pgxpool's Acquire when the host went down
 	// would otherwise each dial it once more, and pool_min_conns would keep
 	// dialling a host in the wrong role.
 	userBeforeConnect := cfg.BeforeConnect
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		if !p.canTake(hp) {
+		if !p.canTake(hp, target) {
 			return errHostNotUsable
 		}
 		if userBeforeConnect != nil {
@@ -68,9 +94,9 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	}
 
 	cfg.ConnConfig.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
-		return p.checkRole(ctx, hp, conn)
+		return p.checkRole(ctx, hp, conn, target)
 	}
-	installConnHooks(cfg, func(conn *pgx.Conn) bool { return p.usable(hp, conn) })
+	installConnHooks(cfg, ok)
 
 	// The context only matters with pool_min_conns, whose connections
 	// pgxpool opens in the background for as long as the pool lives.
@@ -78,21 +104,29 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	if err != nil {
 		return nil, &HostError{Addr: hp.addr, Err: err}
 	}
-	hp.pool = pool
-	return hp, nil
+	return pool, nil
+}
+
+// close closes both of the host's pools, in parallel: each waits for its
+// connections in use to come back.
+func (h *hostPool) close() {
+	var wg sync.WaitGroup
+	wg.Go(h.pool.Close)
+	h.reads.Close()
+	wg.Wait()
 }
 
 // checkRole is the role check on connect: it records the role the server
 // at h reports and refuses a connection in a role the target does not
 // accept. It takes the place of pgconn's target_session_attrs check.
-func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn) error {
+func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, target hosthealth.Target) error {
 	role, err := serverRole(ctx, conn)
 	if err != nil {
 		return err
 	}
 	p.observeRole(h, role)
-	if !p.cfg.Target.Accepts(role) {
-		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: p.cfg.Target}
+	if !target.Accepts(role) {
+		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: target}
 	}
 	return nil
 }
@@ -135,13 +169,12 @@ func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 // that cannot take calls now. The call moves on without counting an attempt.
 var errHostNotUsable = errors.New("pgfailover: host cannot take calls now")
 
-// canTake reports whether host h can take calls for the Pool's target now:
-// it is Healthy or Unknown in the current snapshot. A route that picks for
-// another target through the same pools must widen this check.
-func (p *Pool) canTake(h *hostPool) bool {
+// canTake reports whether host h can take calls for target now: it is
+// Healthy or Unknown in the current snapshot.
+func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 	s := p.tracker.Snapshot()
 	i, ok := s.Lookup(h.addr)
-	return ok && s.Usable(i, p.cfg.Target)
+	return ok && s.Usable(i, target)
 }
 
 // usable reports whether an idle connection of host h may be handed out.
@@ -151,17 +184,26 @@ func (p *Pool) canTake(h *hostPool) bool {
 // its state is uncertain, so it is discarded before a statement is sent on
 // it.
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
-	pc := conn.PgConn()
-	if pk, _ := pc.CustomData()[peekKey].(*sockpeek.Peeker); pk != nil {
-		switch pk.Peek() {
-		case sockpeek.Pending, sockpeek.Closed:
-			return false
-		}
+	if !fresh(conn) {
+		return false
 	}
+	pc := conn.PgConn()
 	if role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby")); role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
 		// The server's role changed while this connection was open.
 		p.observeRole(h, role)
 		return false
+	}
+	return true
+}
+
+// fresh reports whether nothing is waiting on an idle connection's socket:
+// the peek of usable, for connections that serve either role.
+func fresh(conn *pgx.Conn) bool {
+	if pk, _ := conn.PgConn().CustomData()[peekKey].(*sockpeek.Peeker); pk != nil {
+		switch pk.Peek() {
+		case sockpeek.Pending, sockpeek.Closed:
+			return false
+		}
 	}
 	return true
 }

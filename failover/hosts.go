@@ -14,8 +14,9 @@ import (
 // the connection string's hosts first, then those only a topology source
 // named. A published table is never modified.
 type hostTable struct {
-	byAddr map[string]*hostPool
-	list   []*hostPool
+	byAddr  map[string]*hostPool
+	list    []*hostPool
+	noReads map[string]bool // hosts the topology source asks to keep read traffic off
 }
 
 // setHosts makes the host set the connection string's hosts merged with
@@ -54,6 +55,14 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		}
 		next.byAddr[w.Addr] = h
 		next.list = append(next.list, h)
+	}
+	for _, m := range p.sourced {
+		if m.NoLoadBalance {
+			if next.noReads == nil {
+				next.noReads = map[string]bool{}
+			}
+			next.noReads[m.Addr()] = true
+		}
 	}
 	// New pools first, so that every host a snapshot ranks has a pool; the
 	// tracker next; and only then the removed hosts go.
@@ -98,6 +107,7 @@ func (p *Pool) wantedHosts() ([]hosthealth.Host, []Host) {
 // retire drains a host that left the topology. Called with topoMu held.
 func (p *Pool) retire(h *hostPool) {
 	h.retired.Store(true)
+	p.lag.forget(h.addr)
 	if h.stopProbe != nil {
 		h.stopProbe()
 	}
@@ -106,7 +116,7 @@ func (p *Pool) retire(h *hostPool) {
 			<-h.probeDone
 		}
 		h.probe.close() // its loop closed it, unless it never ran
-		h.pool.Close()  // waits for the connections in use to come back
+		h.close()       // waits for the connections in use to come back
 	})
 }
 

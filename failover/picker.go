@@ -9,12 +9,26 @@ import "github.com/pgfailover/pgfailover/hosthealth"
 // stays there.
 type picker struct {
 	target hosthealth.Target
+	reads  *Reader // set for the Reader's calls, which route by its rules
+}
+
+// changed returns a channel closed when something the picker reads,
+// beyond the host snapshot, changes: for the Reader, the replicas'
+// freshness. It is nil (never ready) for the Pool's own calls.
+func (pk picker) changed() <-chan struct{} {
+	if pk.reads == nil {
+		return nil
+	}
+	return pk.reads.p.lag.view.Load().changed
 }
 
 // next returns the best host in s that can take the call now and is not
 // held back by the call, or nil. heldBack reports whether a usable host was
 // passed over only because the call's backoff holds it back.
 func (pk picker) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (h *hostPool, heldBack bool) {
+	if pk.reads != nil {
+		return pk.reads.next(s, hosts, c)
+	}
 	for _, i := range s.Ranking(pk.target) {
 		if !s.Usable(i, pk.target) {
 			break // the ranking puts every usable host first

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -30,6 +31,8 @@ type Pool struct {
 	clock     clock.Clock
 	picker    picker // the hosts for the Pool's target
 	tracker   *hosthealth.Tracker
+	lag       *lagBook // the replicas' freshness, from the probes
+	reader    *Reader
 	telemetry *telemetry
 
 	// hosts is the host table: one pool per host, by address. It is
@@ -102,6 +105,11 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		p.clock = clock.Real()
 	}
 	p.tracker = hosthealth.NewTracker(nil, hosthealth.Options{Zone: cfg.Zone, Now: p.clock.Now})
+	p.lag = newLagBook()
+	p.reader = &Reader{p: p, router: replica.Router{Policy: replica.Policy{
+		MaxLag:        cfg.replica.maxLag,
+		PinAfterWrite: cfg.replica.pinAfterWrite,
+	}}}
 	p.hosts.Store(&hostTable{})
 	wake := make(chan struct{})
 	p.wake.Store(&wake)
@@ -169,7 +177,7 @@ func (p *Pool) Close() {
 		}
 		var pools sync.WaitGroup
 		for _, h := range hosts {
-			pools.Go(h.pool.Close)
+			pools.Go(h.close)
 		}
 		if f != nil {
 			pools.Go(f.pool.Close)
@@ -198,6 +206,7 @@ func (p *Pool) Close() {
 func (p *Pool) Reset() {
 	for _, h := range p.hosts.Load().list {
 		h.pool.Reset()
+		h.reads.Reset()
 	}
 }
 
@@ -302,6 +311,11 @@ func (p *Pool) Begin(ctx context.Context) (pgx.Tx, error) {
 // after an interruption.
 func (p *Pool) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
 	c := p.newCall(ctx)
+	return p.beginTx(&c, ctx, txOptions)
+}
+
+// beginTx begins a transaction through call c.
+func (p *Pool) beginTx(c *call, ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
 	var t *tx
 	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
 		inner, err := conn.BeginTx(ctx, txOptions)

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -10,11 +11,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // probeSQL asks a server whether it is read-only, and for the zone it
 // advertises (a placeholder setting in postgresql.conf; NULL where unset).
-// It is one round trip on an open connection.
+// It is one round trip on an open connection. The third column is the
+// server's WAL position: on a primary the position of its last insert
+// (every write it acknowledged lies at or before it, whatever the
+// synchronous_commit), on a replica the position it has replayed to
+// (NULL when it has replayed nothing).
 //
 // A server is read-only when it is in recovery, or when its own
 // configuration makes every transaction read-only (a primary fenced by its
@@ -26,7 +32,9 @@ import (
 const probeSQL = `SELECT pg_is_in_recovery() OR (current_setting('default_transaction_read_only') = 'on' AND EXISTS (
 	SELECT FROM pg_settings WHERE name = 'default_transaction_read_only'
 	AND source IN ('configuration file', 'command line', 'environment variable', 'override'))),
-	current_setting('pgfailover.zone', true)`
+	current_setting('pgfailover.zone', true),
+	CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END,
+	current_setting('wal_block_size')::int`
 
 // fastProbeInterval is how often every host is probed while a call waits
 // for a usable host. PostgreSQL tells an idle session nothing when its
@@ -52,10 +60,14 @@ type prober struct {
 type probeResult struct {
 	role hosthealth.Role
 	zone string
-	err  error
+	// wal is the server's WAL position (see probeSQL), zero when unknown;
+	// asked is the time just before it was asked for.
+	wal   replica.LSN
+	asked time.Time
+	err   error
 }
 
-func (pr *prober) run(ctx context.Context, timeout time.Duration) probeResult {
+func (pr *prober) run(ctx context.Context, now func() time.Time, timeout time.Duration) probeResult {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -76,16 +88,48 @@ func (pr *prober) run(ctx context.Context, timeout time.Duration) probeResult {
 		}
 		pr.conn = conn
 	}
+	asked := now()
 	res := pr.conn.ExecParams(ctx, probeSQL, nil, nil, nil, nil).Read()
-	if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) != 2) {
+	if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) != 4) {
 		res.Err = errors.New("pgfailover: unexpected answer to the health probe")
 	}
 	if res.Err != nil {
 		pr.closeLocked()
 		return probeResult{err: res.Err}
 	}
-	return probeResult{role: hosthealth.RecoveryRole(string(res.Rows[0][0]) == "t"), zone: string(res.Rows[0][1])}
+	row := res.Rows[0]
+	wal, _ := replica.ParseLSN(string(row[2])) // NULL: nothing replayed yet, unknown
+	if row[0][0] == 'f' {
+		blockSize, _ := strconv.ParseUint(string(row[3]), 10, 32)
+		wal = recordEnd(wal, blockSize)
+	}
+	return probeResult{role: hosthealth.RecoveryRole(string(row[0]) == "t"), zone: string(row[1]), wal: wal, asked: asked}
 }
+
+// recordEnd turns the primary's insert position into the end of its last
+// record, the form a replica's replay position takes. The two differ only
+// when the insert position sits just past a WAL page's header (24 bytes,
+// or 40 on the first page of a segment): the last record then ended at the
+// page boundary, which is where a replica that replayed everything stands.
+// Without this, a replica of an idle primary would never seem to have
+// caught up.
+func recordEnd(insert replica.LSN, blockSize uint64) replica.LSN {
+	if blockSize == 0 {
+		return insert
+	}
+	switch off := uint64(insert) % blockSize; off {
+	case shortPageHeader, longPageHeader:
+		return insert - replica.LSN(off)
+	}
+	return insert
+}
+
+// The sizes of a WAL page's header: XLogPageHeaderData and, on the first
+// page of a segment, XLogLongPageHeaderData.
+const (
+	shortPageHeader = 24
+	longPageHeader  = 40
+)
 
 // close closes the probe connection, if open. It may be called more than
 // once.
@@ -143,7 +187,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	probe := func(i int) {
 		hosts[i].probes.Add(1)
 		wg.Go(func() {
-			results[i] = hosts[i].probe.run(ctx, p.probeTimeout())
+			results[i] = hosts[i].probe.run(ctx, p.clock.Now, p.probeTimeout())
 			done <- i
 		})
 	}
@@ -235,6 +279,7 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 		p.observeRole(h, r.role)
 		p.tracker.ObserveZone(h.addr, r.zone)
 	}
+	p.lag.observe(h.addr, r)
 	after, _ := p.status(h.addr)
 	p.logChange(before, after, r.err)
 }
@@ -299,7 +344,7 @@ func (p *Pool) startProbe(h *hostPool) {
 				t.Stop()
 			}
 			h.probes.Add(1)
-			r := h.probe.run(ctx, p.probeTimeout())
+			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout())
 			refused = hosthealth.Classify(r.err) == hosthealth.Terminal
 			p.observe(h, r)
 		}

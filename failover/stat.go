@@ -10,6 +10,8 @@ import (
 
 // Stat is a snapshot of the Pool: the totals of every host's pgxpool, with
 // the methods of *pgxpool.Stat, and each host's own figures and health.
+// The totals count the Pool's own connections; the Reader's are in each
+// HostStat's Reads.
 // It has every method of *pgxpool.Stat, so a collector written against
 // PoolStat takes it as it is; see PoolStat for collectors that need the
 // concrete *pgxpool.Stat. PgxPool's connections are not counted here.
@@ -26,12 +28,22 @@ type HostStat struct {
 	// milliseconds; this shows what that cost.
 	Probes int64
 	Pool   *pgxpool.Stat
+	// Reads is the host's pool of the Reader's read-only sessions.
+	Reads *pgxpool.Stat
+	// Staleness is the upper bound on how stale the host is as a replica:
+	// the age of the newest sample of the primary's WAL position it has
+	// replayed. StalenessKnown is false for a primary, and for a replica
+	// never probed, whose last probe failed, or that has replayed nothing.
+	Staleness      time.Duration
+	StalenessKnown bool
 }
 
 // Stat returns a snapshot of every host's health and pool.
 func (p *Pool) Stat() *Stat {
 	hosts := p.hosts.Load().list
 	snap := p.tracker.Snapshot()
+	lag := p.lag.view.Load()
+	now := p.clock.Now()
 	s := &Stat{hosts: make([]HostStat, 0, len(hosts))}
 	for _, h := range hosts {
 		i, ok := snap.Lookup(h.addr)
@@ -41,7 +53,11 @@ func (p *Pool) Stat() *Stat {
 		st := snap.Host(i)
 		st.State = snap.State(i, p.cfg.Target)
 		tier := hosthealth.ZoneTier(p.cfg.Target, p.cfg.Zone, st.Zone)
-		s.hosts = append(s.hosts, HostStat{HostStatus: st, Tier: tier, Probes: h.probes.Load(), Pool: h.pool.Stat()})
+		hs := HostStat{HostStatus: st, Tier: tier, Probes: h.probes.Load(), Pool: h.pool.Stat(), Reads: h.reads.Stat()}
+		if c, ok := lag.replicas[h.addr]; ok {
+			hs.Staleness, hs.StalenessKnown = c.Staleness(now)
+		}
+		s.hosts = append(s.hosts, hs)
 	}
 	return s
 }

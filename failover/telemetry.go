@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // instrumentationName names the meter and tracer of this library.
@@ -25,8 +26,13 @@ type telemetry struct {
 	survivedCount metric.Int64Counter
 	failedCount   metric.Int64Counter
 	waitTime      metric.Float64Histogram
+	reads         metric.Int64Counter
+	readAttrs     [2][numReasons][]metric.AddOption // by destination (replica, primary) and reason
 	tracer        trace.Tracer
 }
+
+// numReasons is the number of replica.Reason values.
+const numReasons = int(replica.Verify) + 1
 
 func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry, error) {
 	if mp == nil {
@@ -54,12 +60,39 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 	if err != nil {
 		return nil, err
 	}
-	return &telemetry{meter: m, survivedCount: survived, failedCount: failed, waitTime: wait, tracer: tp.Tracer(instrumentationName)}, nil
+	reads, err := m.Int64Counter("pgfailover.reads",
+		metric.WithDescription("Reads the Reader sent, by destination (replica or primary) and reason (eligible, verify, pinned, lagging, unavailable)."),
+		metric.WithUnit("{read}"))
+	if err != nil {
+		return nil, err
+	}
+	t := &telemetry{meter: m, survivedCount: survived, failedCount: failed, waitTime: wait, reads: reads, tracer: tp.Tracer(instrumentationName)}
+	for d, dest := range []string{"replica", "primary"} {
+		for r := range numReasons {
+			// Built once: recording then allocates nothing.
+			t.readAttrs[d][r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
+				attribute.String("pgfailover.destination", dest),
+				attribute.String("pgfailover.reason", replica.Reason(r).String()),
+			))}
+		}
+	}
+	return t, nil
+}
+
+// readRouted counts a read the Reader sent, to a replica or the primary.
+func (t *telemetry) readRouted(ctx context.Context, reason replica.Reason) {
+	dest := 1
+	if reason == replica.Eligible || reason == replica.Verify {
+		dest = 0
+	}
+	t.reads.Add(ctx, 1, t.readAttrs[dest][reason]...)
 }
 
 // observeHosts reports every host of p, at each collection, as the gauge
 // pgfailover.host.state: 1 per host, with its address, its state for the
-// Pool's target and its role as attributes. Unregister it at Close.
+// Pool's target and its role as attributes; and each replica whose
+// staleness bound is known as the gauge pgfailover.replica.staleness.
+// Unregister it at Close.
 func (t *telemetry) observeHosts(p *Pool) (metric.Registration, error) {
 	gauge, err := t.meter.Int64ObservableGauge("pgfailover.host.state",
 		metric.WithDescription("Each host the Pool knows, with its state for the Pool's target and its role; always 1."),
@@ -67,18 +100,32 @@ func (t *telemetry) observeHosts(p *Pool) (metric.Registration, error) {
 	if err != nil {
 		return nil, err
 	}
+	stale, err := t.meter.Float64ObservableGauge("pgfailover.replica.staleness",
+		metric.WithDescription("Upper bound on how stale each replica is: the age of the newest primary WAL sample it has replayed. Absent while unknown."),
+		metric.WithUnit("s"))
+	if err != nil {
+		return nil, err
+	}
 	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := p.tracker.Snapshot()
+		lag := p.lag.view.Load()
+		now := p.clock.Now()
 		for i := range s.Len() {
 			h := s.Host(i)
+			host := attribute.String("pgfailover.host", h.Addr)
 			o.ObserveInt64(gauge, 1, metric.WithAttributes(
-				attribute.String("pgfailover.host", h.Addr),
+				host,
 				attribute.String("pgfailover.state", s.State(i, p.cfg.Target).String()),
 				attribute.String("pgfailover.role", h.Role.String()),
 			))
+			if c, ok := lag.replicas[h.Addr]; ok {
+				if bound, ok := c.Staleness(now); ok {
+					o.ObserveFloat64(stale, bound.Seconds(), metric.WithAttributes(host))
+				}
+			}
 		}
 		return nil
-	}, gauge)
+	}, gauge, stale)
 }
 
 // waited records that a call waited d for a usable host.

@@ -75,7 +75,7 @@ func (t *tx) Commit(ctx context.Context) error {
 	switch {
 	case err == nil:
 		if t.writes {
-			t.p.noteWrite()
+			t.p.wrote(ctx, t.host)
 		}
 		return nil
 	case hosthealth.DidNotRun(err):

@@ -21,13 +21,20 @@ func NewHistory(n int) *History {
 	return &History{samples: make([]Sample, 0, max(n, 2))}
 }
 
-// Add records a sample. Samples arrive in time order. A position lower
-// than the last one means another primary (a failover, a new timeline):
-// what was known of the old one no longer says anything, so the history
-// starts again.
+// Add records a sample. Samples arrive in time order. A sample at the
+// position of the last one only moves that one's time on: an idle primary
+// fills no history. A position lower than the last one means another
+// primary (a failover, a new timeline): what was known of the old one no
+// longer says anything, so the history starts again.
 func (h *History) Add(s Sample) {
-	if last, ok := h.last(); ok && s.LSN < last.LSN {
-		h.Reset()
+	if last, ok := h.Last(); ok {
+		switch {
+		case s.LSN == last.LSN:
+			h.samples[(h.first+len(h.samples)-1)%len(h.samples)].At = s.At
+			return
+		case s.LSN < last.LSN:
+			h.Reset()
+		}
 	}
 	if len(h.samples) < cap(h.samples) {
 		h.samples = append(h.samples, s)
@@ -48,7 +55,8 @@ func (h *History) Len() int { return len(h.samples) }
 
 func (h *History) at(i int) Sample { return h.samples[(h.first+i)%len(h.samples)] }
 
-func (h *History) last() (Sample, bool) {
+// Last returns the newest sample, if any.
+func (h *History) Last() (Sample, bool) {
 	if len(h.samples) == 0 {
 		return Sample{}, false
 	}

@@ -16,7 +16,7 @@ func TestHistoryReached(t *testing.T) {
 	if _, ok := h.Reached(100); ok {
 		t.Fatal("an empty history reached something")
 	}
-	for i, lsn := range []replica.LSN{100, 200, 200, 300} {
+	for i, lsn := range []replica.LSN{100, 200, 250, 300} {
 		h.Add(replica.Sample{LSN: lsn, At: at(i)})
 	}
 	for _, tc := range []struct {
@@ -51,6 +51,23 @@ func TestHistoryKeepsTheNewest(t *testing.T) {
 	}
 	if got, ok := h.Reached(850); !ok || !got.Equal(at(7)) {
 		t.Errorf("Reached(850) = %v, %v; want %v", got, ok, at(7))
+	}
+}
+
+func TestHistoryIdlePrimaryFillsNothing(t *testing.T) {
+	h := replica.NewHistory(4)
+	h.Add(replica.Sample{LSN: 100, At: at(0)})
+	for s := 1; s < 100; s++ {
+		h.Add(replica.Sample{LSN: 200, At: at(s)})
+	}
+	if h.Len() != 2 {
+		t.Fatalf("Len = %d, want 2", h.Len())
+	}
+	if got, ok := h.Reached(150); !ok || !got.Equal(at(0)) {
+		t.Errorf("Reached(150) = %v, %v; want %v", got, ok, at(0))
+	}
+	if got, ok := h.Reached(200); !ok || !got.Equal(at(99)) {
+		t.Errorf("Reached(200) = %v, %v; want %v", got, ok, at(99))
 	}
 }
 

@@ -1,0 +1,101 @@
+package failover
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/pgfailover/pgfailover/replica"
+)
+
+// CausalToken carries the WAL position of the writes made with it, so
+// that later reads through the Reader see them without going to the
+// primary: a read carrying the token goes to any replica that has replayed
+// that position, and to the primary only when none has. It is the opt-in
+// alternative to pin_after_write, which sends every read to the primary
+// for a while after any write.
+//
+// Attach a token to a context with WithCausalToken. A call through the
+// Pool that may have written, made with that context, then reads the
+// primary's WAL position (one more round trip on the primary) and
+// advances the token to it. Pass the token between requests as text
+// (String, ParseCausalToken), for example in a cookie. A token whose
+// write's position could not be read sends its reads to the primary.
+//
+// A token is safe for concurrent use. The zero value holds no position.
+type CausalToken struct {
+	pos atomic.Uint64 // a replica.LSN
+}
+
+type causalKey struct{}
+
+// WithCausalToken returns a copy of ctx that carries tok: writes made with
+// it advance tok, and reads through the Reader made with it see them.
+func WithCausalToken(ctx context.Context, tok *CausalToken) context.Context {
+	return context.WithValue(ctx, causalKey{}, tok)
+}
+
+func causalTokenFrom(ctx context.Context) *CausalToken {
+	tok, _ := ctx.Value(causalKey{}).(*CausalToken)
+	return tok
+}
+
+// ParseCausalToken reads a token written by String.
+func ParseCausalToken(s string) (*CausalToken, error) {
+	tok := new(CausalToken)
+	if s == "" {
+		return tok, nil
+	}
+	if s == unknownText {
+		tok.advance(unknownPosition)
+		return tok, nil
+	}
+	pos, err := replica.ParseLSN(s)
+	if err != nil {
+		return nil, err
+	}
+	tok.advance(pos)
+	return tok, nil
+}
+
+// unknownText is how String writes a token whose position is unknown.
+const unknownText = "primary"
+
+// String returns the token's position as text: a WAL position, "" when it
+// holds none, or "primary" when its reads must go to the primary.
+func (t *CausalToken) String() string {
+	switch pos := replica.LSN(t.pos.Load()); pos {
+	case 0:
+		return ""
+	case unknownPosition:
+		return unknownText
+	default:
+		return pos.String()
+	}
+}
+
+// advance moves the token's position up to pos; it never moves back.
+func (t *CausalToken) advance(pos replica.LSN) {
+	for {
+		old := t.pos.Load()
+		if uint64(pos) <= old || t.pos.CompareAndSwap(old, uint64(pos)) {
+			return
+		}
+	}
+}
+
+// wrote records that a call made with ctx on host h may have written: the
+// Reader pins reads to the primary for pin_after_write, and a causal token
+// in ctx advances to the primary's position.
+func (p *Pool) wrote(ctx context.Context, h *hostPool) {
+	p.noteWrite()
+	if tok := causalTokenFrom(ctx); tok != nil {
+		var text string
+		var blockSize uint64
+		err := h.pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text, current_setting('wal_block_size')::int").Scan(&text, &blockSize)
+		pos, perr := replica.ParseLSN(text)
+		if err != nil || perr != nil || pos == 0 {
+			pos = unknownPosition
+		}
+		tok.advance(recordEnd(pos, blockSize))
+	}
+}

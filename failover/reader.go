@@ -1,0 +1,233 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/replica"
+)
+
+// Reader sends reads to the replicas. It is read-only by construction: it
+// has no Exec, and every session it uses is read-only
+// (default_transaction_read_only), so a function that writes fails on the
+// primary too.
+//
+// Each read goes round-robin to a replica that is usable and fresh
+// enough, those in the client's zone first. The primary takes the read
+// instead when:
+//
+//   - a write through the Pool completed less than pin_after_write ago
+//     (read-your-writes; every call that may have written counts, a
+//     committed transaction that wrote included);
+//   - every replica is down, in the wrong role, or stale past max_lag;
+//   - there is no replica at all (New does not need one).
+//
+// When a replica fails under a read, a read that is safe to replay moves
+// to the next replica, then to the primary, under the same rules and
+// typed errors as the Pool's calls. With max_lag set and every replica
+// stale, reads go to the primary; if the primary is down as well they
+// wait for one like any call, and fail with a *FailoverError whose Hosts
+// say why each host was passed over (a *ReplicaLagError for a stale
+// replica). With max_lag unset, replicas keep serving reads while the
+// primary is down.
+//
+// The Reader does not depend on the Pool's target: the Pool's calls go
+// where target says, without the staleness gate, and the Reader always
+// reads from the freshest-enough replicas. Both see the same hosts.
+//
+// A Reader is safe for concurrent use. Get it from Pool.Reader.
+type Reader struct {
+	p      *Pool
+	router replica.Router
+	view   atomic.Pointer[readView] // the last view built; rebuilt when stale
+}
+
+// Reader returns the Pool's Reader.
+func (p *Pool) Reader() *Reader { return p.reader }
+
+// readView is the Reader's picture of the replicas: one candidate per
+// replica that takes reads, with its freshness. It is built from one
+// tracker snapshot, one lag view and one host table, and is rebuilt when
+// any of them is replaced.
+type readView struct {
+	snap  *hosthealth.Snapshot
+	lag   *lagView
+	table *hostTable
+	hosts []*hostPool // the replicas, in the snapshot's order
+	cands []replica.Candidate
+}
+
+// currentView returns a view built from s and t and the current lag view.
+// Concurrent readers may each build one; any of them is right.
+func (r *Reader) currentView(s *hosthealth.Snapshot, t *hostTable) *readView {
+	lag := r.p.lag.view.Load()
+	if v := r.view.Load(); v != nil && v.snap == s && v.lag == lag && v.table == t {
+		return v
+	}
+	v := &readView{snap: s, lag: lag, table: t}
+	for i := range s.Len() {
+		st := s.Host(i)
+		h := t.byAddr[st.Addr]
+		if h == nil || h.retired.Load() || t.noReads[st.Addr] || st.StateFor(hosthealth.TargetReplica) == hosthealth.TopologyReject {
+			continue
+		}
+		c := lag.replicas[st.Addr]
+		c.Usable = s.Usable(i, hosthealth.TargetReplica)
+		c.Tier = hosthealth.ZoneTier(hosthealth.TargetReplica, r.p.cfg.Zone, st.Zone)
+		v.hosts = append(v.hosts, h)
+		v.cands = append(v.cands, c)
+	}
+	r.view.Store(v)
+	return v
+}
+
+// next is the Reader's picker: the replica whose turn it is, else the
+// primary. It records where the read went on the call.
+func (r *Reader) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (*hostPool, bool) {
+	v := r.currentView(s, hosts)
+	read := replica.Read{Now: r.p.clock.Now(), LastWrite: r.p.lastWriteTime(), After: c.after}
+	cands := v.cands
+	if len(c.failed) > 0 || len(c.behind) > 0 {
+		// Replicas this read failed on, or found behind its position, are
+		// passed over for good.
+		cands = append([]replica.Candidate(nil), cands...)
+		for i, h := range v.hosts {
+			if c.failedOn(h.addr) || slices.Contains(c.behind, h.addr) {
+				cands[i].Usable = false
+			}
+		}
+	}
+	i, reason := replica.Primary, replica.Pinned
+	if c.after != unknownPosition {
+		i, reason = r.router.Route(read, cands)
+	}
+	c.verify = reason == replica.Verify
+	c.reason = reason
+	if i != replica.Primary {
+		return v.hosts[i], false
+	}
+	return picker{target: hosthealth.TargetPrimary}.next(s, hosts, c)
+}
+
+// lastWriteTime returns when a call that may have written last completed,
+// or the zero time. The time is stored at most once a millisecond, so it
+// is moved a millisecond on: the pin never ends early.
+func (p *Pool) lastWriteTime() time.Time {
+	n := p.lastWrite.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).Add(time.Millisecond)
+}
+
+// newReadCall starts a call of the Reader.
+func (r *Reader) newReadCall(ctx context.Context) call {
+	c := call{p: r.p, ctx: ctx, picker: picker{target: hosthealth.TargetAny, reads: r}}
+	if tok := causalTokenFrom(ctx); tok != nil {
+		c.after = replica.LSN(tok.pos.Load())
+	}
+	return c
+}
+
+// Query runs a read and returns its rows, as Pool.Query does, on a replica
+// or (see Reader) the primary, in a read-only session.
+func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rs := &rows{ctx: ctx, sql: sql, args: args, call: r.newReadCall(ctx)}
+	if err := rs.start(); err != nil {
+		return errRows{err: err}, err
+	}
+	return rs, nil
+}
+
+// QueryRow runs a read expected to return at most one row, as
+// Pool.QueryRow does, on a replica or the primary.
+func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	row := &row{ctx: ctx, sql: sql, args: args, call: r.newReadCall(ctx)}
+	row.send()
+	return row
+}
+
+// SendBatch sends a batch of reads, as Pool.SendBatch does, on a replica
+// or the primary. A statement in it that writes fails.
+func (r *Reader) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b), call: r.newReadCall(ctx)}
+	if err := br.send(); err != nil {
+		return pgx.FailedBatchResults(b, err)
+	}
+	return br
+}
+
+// ErrReadWriteTx is returned by Reader.BeginTx when asked for a
+// read-write transaction.
+var ErrReadWriteTx = errors.New("pgfailover: the Reader begins read-only transactions only")
+
+// BeginTx begins a read-only transaction on a replica or the primary. The
+// zero AccessMode means read-only here; pgx.ReadWrite is refused with
+// ErrReadWriteTx. Like Pool.BeginTx, the transaction stays on its host.
+func (r *Reader) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
+	if txOptions.AccessMode == pgx.ReadWrite {
+		return nil, ErrReadWriteTx
+	}
+	txOptions.AccessMode = pgx.ReadOnly
+	c := r.newReadCall(ctx)
+	return r.p.beginTx(&c, ctx, txOptions)
+}
+
+// ReplicaLagError says why a replica was passed over: its staleness bound
+// was unknown, or above max_lag.
+type ReplicaLagError struct {
+	Addr   string
+	Known  bool          // false: never probed, its probe failed, or nothing replayed yet
+	Bound  time.Duration // the staleness bound when Known
+	MaxLag time.Duration
+}
+
+func (e *ReplicaLagError) Error() string {
+	if !e.Known {
+		return "replica " + e.Addr + ": staleness unknown, max_lag " + e.MaxLag.String()
+	}
+	return "replica " + e.Addr + ": stale by up to " + e.Bound.Round(time.Millisecond).String() + ", max_lag " + e.MaxLag.String()
+}
+
+// lagError returns why the Reader would pass over the replica at addr for
+// staleness now, or nil.
+func (r *Reader) lagError(addr string) error {
+	if r.router.Policy.MaxLag == 0 {
+		return nil
+	}
+	c, ok := r.p.lag.view.Load().replicas[addr]
+	now := r.p.clock.Now()
+	if ok && r.router.Eligible(&replica.Candidate{Usable: true, Fresh: c.Fresh}, now) {
+		return nil
+	}
+	bound, known := c.Staleness(now)
+	return &ReplicaLagError{Addr: addr, Known: ok && known, Bound: bound, MaxLag: r.router.Policy.MaxLag}
+}
+
+// unknownPosition is the position of a causal token whose write's
+// position could not be read: reads carrying it go to the primary.
+const unknownPosition = replica.LSN(math.MaxUint64)
+
+// replayed reports whether the replica at the other end of conn has
+// replayed pos, asking it; what it says also moves the replica's known
+// position on for every read.
+func (r *Reader) replayed(ctx context.Context, h *hostPool, conn *pgxpool.Conn, pos replica.LSN) bool {
+	var text *string
+	if err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn()::text").Scan(&text); err != nil || text == nil {
+		return false
+	}
+	got, err := replica.ParseLSN(*text)
+	if err != nil {
+		return false
+	}
+	r.p.lag.raise(h.addr, got)
+	return got >= pos
+}
