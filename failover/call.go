@@ -50,10 +50,10 @@ type call struct {
 	span      trace.Span    // the failover episode
 
 	// A read through the Reader:
-	after    replica.LSN    // the position its causal token asks for, if any
-	reason   replica.Reason // why it went where it goes
-	verify   bool           // check that the replica picked has replayed after
-	behind   []string       // replicas checked that had not replayed after
+	after  replica.LSN    // the position its causal token asks for, if any
+	reason replica.Reason // why it went where it goes
+	verify bool           // check that the replica picked has replayed after
+	behind []string       // replicas checked that had not replayed after
 }
 
 func (p *Pool) newCall(ctx context.Context) call {

@@ -114,9 +114,11 @@ type Config struct {
 	// Config.Config.ConnString() (pgxpool's) is not always the same.
 	connString string
 
+	// Replica holds how the Reader routes reads (see Reader).
+	Replica ReplicaConfig
+
 	// Reserved settings: parsed and checked (a bad value is an error), but
 	// nothing uses them yet, so they are not exported.
-	replica replicaSettings
 	patroni patroniSettings
 
 	// tcpUserTimeout is tcp_user_timeout, default 10s, 0 for the OS
@@ -126,11 +128,30 @@ type Config struct {
 	createdByParseConfig bool
 }
 
-// replicaSettings are reserved for read routing through replicas.
-// replicaSettings.parse reads and checks them.
-type replicaSettings struct {
-	pinAfterWrite time.Duration // pin_after_write, default 1s, >= 0 (0 turns it off)
-	maxLag        time.Duration // max_lag, default 0 (no gate); when > 0 it must be > health_probe_interval
+// ReplicaConfig is how the Reader routes reads.
+type ReplicaConfig struct {
+	// PinAfterWrite (pin_after_write, default 1s) is how long after a call
+	// that may have written the Reader reads from the primary
+	// (read-your-writes); 0 turns it off.
+	PinAfterWrite time.Duration
+	// MaxLag (max_lag, default 0) is the largest staleness bound a replica
+	// may serve reads with; 0 sets no gate. When set it must be greater
+	// than HealthProbeInterval: a replica's bound shrinks only when the
+	// servers are probed.
+	MaxLag time.Duration
+}
+
+// check reports a setting out of range, naming its key.
+func (r ReplicaConfig) check(probeInterval time.Duration) error {
+	switch {
+	case r.PinAfterWrite < 0:
+		return &ConfigError{Key: keyPinAfterWrite, Msg: "must not be negative"}
+	case r.MaxLag < 0:
+		return &ConfigError{Key: keyMaxLag, Msg: "must not be negative"}
+	case r.MaxLag > 0 && r.MaxLag <= probeInterval:
+		return &ConfigError{Key: keyMaxLag, Msg: "must be greater than " + keyHealthProbeInterval + " (" + probeInterval.String() + "), or 0 for no gate"}
+	}
+	return nil
 }
 
 // patroniSettings are reserved for the Patroni topology source.

@@ -170,8 +170,8 @@ func checkParse(t *testing.T, s string) {
 		}
 	}
 	if c.MaxAttempts < 1 || c.MaxDuration <= 0 || c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial ||
-		c.HealthProbeInterval <= 0 || c.replica.pinAfterWrite < 0 || c.replica.maxLag < 0 ||
-		(c.replica.maxLag > 0 && c.replica.maxLag <= c.HealthProbeInterval) {
+		c.HealthProbeInterval <= 0 || c.Replica.PinAfterWrite < 0 || c.Replica.MaxLag < 0 ||
+		(c.Replica.MaxLag > 0 && c.Replica.MaxLag <= c.HealthProbeInterval) {
 		t.Fatalf("out-of-range setting accepted: %+v", c)
 	}
 }

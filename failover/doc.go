@@ -17,6 +17,17 @@
 // promoted replica is found without a restart and connections to a demoted
 // primary are closed instead of failing every write until they expire.
 //
+// # Reads on replicas
+//
+// Pool.Reader returns a read-only surface (Query, QueryRow, SendBatch,
+// read-only BeginTx) that spreads reads round-robin over the replicas that
+// are fresh enough, same zone first, and falls back to the primary in a
+// read-only session. After a write through the Pool it reads from the
+// primary for pin_after_write (read-your-writes); with max_lag set, a
+// replica serves reads only while an upper bound on its staleness, taken
+// from the primary's WAL position samples, is within it. A CausalToken
+// carried in the context replaces the pin with an exact position.
+//
 // # What is retried
 //
 // A call moves to the next host only when that cannot run a statement

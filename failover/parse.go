@@ -115,12 +115,12 @@ var fallbackKeys = []string{
 //	                                      if that is larger than 1s)
 //	health_probe_interval     1s          period of the role and zone probes; every 2ms
 //	                                      instead while a call waits for a usable host; > 0
-//	pin_after_write           1s          reserved for read routing through replicas: reads
-//	                                      to go to the primary for this long after a write
-//	                                      (read-your-writes); >= 0, 0 turns it off
-//	max_lag                   0           reserved for read routing through replicas: the
-//	                                      largest staleness a replica may serve reads with;
-//	                                      0 = no gate; otherwise > health_probe_interval
+//	pin_after_write           1s          the Reader reads from the primary for this long after
+//	                                      a call that may have written (read-your-writes);
+//	                                      >= 0, 0 turns it off
+//	max_lag                   0           the largest staleness bound a replica may serve the
+//	                                      Reader's reads with; 0 = no gate; otherwise
+//	                                      > health_probe_interval
 //	patroni_api_urls          ""          reserved for the Patroni topology source: comma
 //	                                      list of http or https URLs of the Patroni REST API
 //	patroni_refresh_interval  3s          reserved for the Patroni topology source; > 0
@@ -213,9 +213,9 @@ func ParseConfig(connString string) (*Config, error) {
 		BackoffMax:          defaultBackoffMax,
 		HealthProbeInterval: defaultHealthProbeInterval,
 		connString:          connString,
-		replica: replicaSettings{
-			pinAfterWrite: defaultPinAfterWrite,
-			maxLag:        defaultMaxLag,
+		Replica: ReplicaConfig{
+			PinAfterWrite: defaultPinAfterWrite,
+			MaxLag:        defaultMaxLag,
 		},
 		patroni: patroniSettings{
 			refresh:                defaultPatroniRefresh,
@@ -236,7 +236,7 @@ func ParseConfig(connString string) (*Config, error) {
 	if c.HealthProbeInterval, err = p.duration(own, keyHealthProbeInterval, c.HealthProbeInterval, positive); err != nil {
 		return nil, err
 	}
-	if err := c.replica.parse(p, own, c.HealthProbeInterval); err != nil {
+	if err := c.Replica.parse(p, own, c.HealthProbeInterval); err != nil {
 		return nil, err
 	}
 	if err := c.patroni.parse(p, own); err != nil {
@@ -347,15 +347,15 @@ func (p *parseState) applyBudget(c *Config, own map[string]string) error {
 // parse reads pin_after_write and max_lag from own over the defaults in r.
 // max_lag is checked against probeInterval, the health_probe_interval in
 // force.
-func (r *replicaSettings) parse(p *parseState, own map[string]string, probeInterval time.Duration) error {
+func (r *ReplicaConfig) parse(p *parseState, own map[string]string, probeInterval time.Duration) error {
 	var err error
-	if r.pinAfterWrite, err = p.duration(own, keyPinAfterWrite, r.pinAfterWrite, nonNegative); err != nil {
+	if r.PinAfterWrite, err = p.duration(own, keyPinAfterWrite, r.PinAfterWrite, nonNegative); err != nil {
 		return err
 	}
-	if r.maxLag, err = p.duration(own, keyMaxLag, r.maxLag, nonNegative); err != nil {
+	if r.MaxLag, err = p.duration(own, keyMaxLag, r.MaxLag, nonNegative); err != nil {
 		return err
 	}
-	if r.maxLag > 0 && r.maxLag <= probeInterval {
+	if r.MaxLag > 0 && r.MaxLag <= probeInterval {
 		// A replica's staleness bound only shrinks when it is probed, so a
 		// gate at or below the probe period would shut every replica out
 		// between probes.

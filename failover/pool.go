@@ -91,6 +91,9 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, errors.New("pgfailover: the Config must be created by ParseConfig")
 	}
 	cfg = cfg.Copy()
+	if err := cfg.Replica.check(cfg.HealthProbeInterval); err != nil {
+		return nil, err
+	}
 	tel, err := newTelemetry(cfg.MeterProvider, cfg.TracerProvider)
 	if err != nil {
 		return nil, err
@@ -107,8 +110,8 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	p.tracker = hosthealth.NewTracker(nil, hosthealth.Options{Zone: cfg.Zone, Now: p.clock.Now})
 	p.lag = newLagBook()
 	p.reader = &Reader{p: p, router: replica.Router{Policy: replica.Policy{
-		MaxLag:        cfg.replica.maxLag,
-		PinAfterWrite: cfg.replica.pinAfterWrite,
+		MaxLag:        cfg.Replica.MaxLag,
+		PinAfterWrite: cfg.Replica.PinAfterWrite,
 	}}}
 	p.hosts.Store(&hostTable{})
 	wake := make(chan struct{})

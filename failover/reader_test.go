@@ -414,3 +414,27 @@ func TestReaderWithoutReplicas(t *testing.T) {
 		t.Fatalf("read without replicas: port %d, %v; want the primary %d", port, err, c.Primary().Port())
 	}
 }
+
+// TestReplicaConfigChecked: NewWithConfig refuses replica settings out of
+// range, naming the key, before it dials anything.
+func TestReplicaConfigChecked(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		set func(*failover.ReplicaConfig)
+	}{
+		{"max_lag", func(r *failover.ReplicaConfig) { r.MaxLag = 500 * time.Millisecond }},
+		{"max_lag", func(r *failover.ReplicaConfig) { r.MaxLag = -time.Second }},
+		{"pin_after_write", func(r *failover.ReplicaConfig) { r.PinAfterWrite = -time.Second }},
+	} {
+		cfg, err := failover.ParseConfig("postgres://u:secret@127.0.0.1:1/db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.set(&cfg.Replica)
+		_, err = failover.NewWithConfig(context.Background(), cfg)
+		var ce *failover.ConfigError
+		if !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("NewWithConfig with %+v: %v, want a ConfigError naming %s", cfg.Replica, err, tc.key)
+		}
+	}
+}
