@@ -209,3 +209,54 @@ func BenchmarkExecCPU(b *testing.B) {
 		{"failover", func() error { _, err := pool.Exec(ctx, insert, 1); return err }},
 	})
 }
+
+// BenchmarkReaderQueryRowCPU is BenchmarkQueryRowCPU for reads on a
+// replica: bare pgxpool connected to the replica beside the Pool's Reader,
+// which routes to that same replica.
+//
+//	go test -run '^$' -bench ReaderQueryRowCPU -count 10 ./failover/ > cpu.txt
+//	benchstat -col /pool cpu.txt
+func BenchmarkReaderQueryRowCPU(b *testing.B) {
+	ctx := context.Background()
+	c := pgtest.Start(b, pgtest.Options{Replicas: 1})
+	bare, err := pgxpool.New(ctx, c.Replicas()[0].ConnString("pool_max_conns=4"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(bare.Close)
+	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=4"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	var port int
+	if err := pool.Reader().QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil || port != c.Replicas()[0].Port() {
+		b.Fatalf("the Reader reads from %d (%v), not the replica", port, err)
+	}
+	reader := pool.Reader()
+	var v int
+	benchCPU(b, [2]cpuSide{
+		{"pgxpool", func() error { return bare.QueryRow(ctx, "SELECT 1").Scan(&v) }},
+		{"reader", func() error { return reader.QueryRow(ctx, "SELECT 1").Scan(&v) }},
+	})
+}
+
+// BenchmarkCausalExec measures what recording a write's WAL position for
+// a CausalToken costs: Exec of a one-row INSERT through the Pool without
+// and with a token.
+//
+//	go test -run '^$' -bench CausalExec -count 10 ./failover/ > causal.txt
+//	benchstat -col /pool causal.txt
+func BenchmarkCausalExec(b *testing.B) {
+	ctx := context.Background()
+	bare, pool := cpuPools(b)
+	if _, err := bare.Exec(ctx, "CREATE UNLOGGED TABLE bench_causal (v int)"); err != nil {
+		b.Fatal(err)
+	}
+	const insert = "INSERT INTO bench_causal (v) VALUES ($1)"
+	tokCtx := failover.WithCausalToken(ctx, new(failover.CausalToken))
+	benchCPU(b, [2]cpuSide{
+		{"failover", func() error { _, err := pool.Exec(ctx, insert, 1); return err }},
+		{"causal", func() error { _, err := pool.Exec(tokCtx, insert, 1); return err }},
+	})
+}

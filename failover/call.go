@@ -196,11 +196,13 @@ func (c *call) wait(s *hosthealth.Snapshot, heldBack bool) error {
 	if !now.Before(c.deadline) {
 		return c.giveUp(c.noHostOr(ErrBudgetExhausted), nil)
 	}
+	// The timer is set before the wait is counted: whoever sees the call
+	// waiting sees its deadline armed.
+	t := c.p.clock.NewTimer(until.Sub(now))
+	defer t.Stop()
 	c.p.waitStarted()
 	defer c.p.waitEnded()
 	defer func() { c.waited += c.p.clock.Now().Sub(now) }()
-	t := c.p.clock.NewTimer(until.Sub(now))
-	defer t.Stop()
 	select {
 	case <-s.Changed():
 		return nil
