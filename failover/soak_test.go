@@ -199,11 +199,17 @@ func TestChaosSoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
 	defer cancel()
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
-	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4&application_name="+soakApp))
+	// Reads through the Reader are checked against the staleness bound;
+	// pin_after_write is off, or the stamp writer would pin every read to
+	// the primary.
+	const maxLag = 2 * time.Second
+	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4&max_lag=2s&pin_after_write=0&application_name="+soakApp))
 	w := startWriters(t, ctx, pool, 3)
 	r := startReaders(t, ctx, pool, 3)
+	stamps := startStamps(t, ctx, pool)
+	sr := startStampCheckers(t, ctx, pool, stamps, 2, maxLag)
 	waitUntil(t, 30*time.Second, "writes and reads before the first fault", func() bool {
-		return w.okCount() >= 50 && r.okCount() >= 50
+		return w.okCount() >= 50 && r.okCount() >= 50 && sr.okCount() >= 50
 	})
 
 	counts := map[string]int{}
@@ -230,15 +236,17 @@ func TestChaosSoak(t *testing.T) {
 		if err := c.WaitReplicated(ctx); err != nil {
 			t.Fatalf("after fault %d (%s): %v", i, f.name, err)
 		}
-		wrote, read := w.okCount(), r.okCount()
+		wrote, read, replicaRead := w.okCount(), r.okCount(), sr.okCount()
 		waitUntil(t, 30*time.Second, "writes and reads after "+f.name, func() bool {
-			return w.okCount() >= wrote+20 && r.okCount() >= read+20
+			return w.okCount() >= wrote+20 && r.okCount() >= read+20 && sr.okCount() >= replicaRead+20
 		})
 		counts[f.name]++
 		t.Logf("fault %d: %s: %s; healthy after %v", i, f.name, what, time.Since(began).Round(time.Millisecond))
 	}
 	w.stop()
 	r.stop()
+	sr.loop.stop()
+	stamps.loop.stop()
 
 	// The verdict is read on the final primary once the standbys have
 	// everything it has.
@@ -277,11 +285,13 @@ func TestChaosSoak(t *testing.T) {
 			lost++
 		}
 	}
-	var writes, reads, all soakTally
+	var writes, reads, replicaReads, all soakTally
 	writes.add(w.errs, len(w.acked))
 	reads.add(r.errs, r.ok)
+	replicaReads.add(sr.errs, sr.ok+sr.stale)
 	all.add(w.errs, len(w.acked))
 	all.add(r.errs, r.ok)
+	all.add(sr.errs, sr.ok+sr.stale)
 
 	var tally []string
 	for _, f := range faults {
@@ -291,6 +301,7 @@ func TestChaosSoak(t *testing.T) {
 	t.Logf("all:    %v", &all)
 	t.Logf("writes: %v", &writes)
 	t.Logf("reads:  %v", &reads)
+	t.Logf("Reader: %v; stale past max_lag (%v): %d", &replicaReads, maxLag, sr.stale)
 	t.Logf("duplicate writes: %d; acknowledged writes lost: %d (%d acknowledged, %d rows on %s)",
 		dups, lost, len(w.acked), len(ids), c.Primary().Name())
 
@@ -303,8 +314,11 @@ func TestChaosSoak(t *testing.T) {
 	if all.budget != 0 {
 		t.Errorf("%d calls failed with ErrBudgetExhausted", all.budget)
 	}
-	for _, err := range r.errs {
+	for _, err := range append(r.errs, sr.errs...) {
 		t.Errorf("a read failed: %v", err)
+	}
+	if sr.stale != 0 {
+		t.Errorf("%d reads through the Reader missed a write acknowledged more than max_lag before they began", sr.stale)
 	}
 	for _, err := range w.errs {
 		if !errors.Is(err, failover.ErrCommitOutcomeUnknown) {
