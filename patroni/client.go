@@ -1,0 +1,355 @@
+package patroni
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Defaults of ClientConfig.
+const (
+	DefaultTimeout = 5 * time.Second
+	DefaultMaxBody = 1 << 20
+)
+
+var (
+	// ErrBodyTooLarge is wrapped by the error of a URL whose answer is
+	// longer than ClientConfig.MaxBody.
+	ErrBodyTooLarge = errors.New("answer too large")
+	// ErrStatus is wrapped by the error of a URL that answered with a
+	// status other than 200.
+	ErrStatus = errors.New("unexpected HTTP status")
+	// ErrNoUsableMember is wrapped by the error of a URL whose answer
+	// lists no member that can be used.
+	ErrNoUsableMember = errors.New("no usable member in the answer")
+)
+
+// ClientConfig configures a Client. Only URLs is required.
+type ClientConfig struct {
+	// URLs are the Patroni REST API addresses, http or https, such as
+	// "http://10.0.0.1:8008". GET /cluster is sent to each; a URL whose
+	// path already ends in /cluster is used as it is. User info in a URL
+	// ("http://user:secret@host:8008") is sent as basic authentication and
+	// never shown.
+	URLs []string
+	// Timeout bounds each request, answer included; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// MaxBody is the longest answer accepted, in bytes; 0 means
+	// DefaultMaxBody. A longer answer is an error.
+	MaxBody int64
+	// TLS configures https URLs. Leave it nil when HTTPClient is set.
+	TLS *tls.Config
+	// User and Password are sent as basic authentication to every URL that
+	// carries no user info of its own.
+	User, Password string
+	// HTTPClient replaces the client the Client builds for itself. It is
+	// never closed by this package.
+	HTTPClient *http.Client
+	// MeterProvider receives the metrics pgfailover.patroni.requests,
+	// .errors and .duration; nil means none.
+	MeterProvider metric.MeterProvider
+}
+
+// Client reads GET /cluster from a Patroni cluster's REST APIs.
+type Client struct {
+	endpoints []endpoint
+	timeout   time.Duration
+	maxBody   int64
+	http      *http.Client
+	own       *http.Transport // nil when the HTTP client is the caller's
+	tel       clientTelemetry
+
+	// mu guards current: the request in flight that callers share. No I/O
+	// happens while it is held.
+	mu      sync.Mutex
+	current *flight
+}
+
+// endpoint is one API URL, split into what is sent and what is shown.
+type endpoint struct {
+	url            string // without user info
+	user, password string
+	auth           bool
+}
+
+// NewClient checks cfg and returns a Client. It does no I/O.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, errors.New("patroni: no API URL given")
+	}
+	if cfg.Timeout < 0 || cfg.MaxBody < 0 {
+		return nil, errors.New("patroni: Timeout and MaxBody must not be negative")
+	}
+	if cfg.HTTPClient != nil && cfg.TLS != nil {
+		return nil, errors.New("patroni: set TLS on the HTTPClient's transport, not in ClientConfig, when giving both")
+	}
+	c := &Client{timeout: cfg.Timeout, maxBody: cfg.MaxBody, http: cfg.HTTPClient}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.maxBody == 0 {
+		c.maxBody = DefaultMaxBody
+	}
+	for i, raw := range cfg.URLs {
+		ep, err := parseEndpoint(raw)
+		if err != nil {
+			return nil, fmt.Errorf("patroni: API URL %d %q: %w", i+1, redactRaw(raw), err)
+		}
+		if !ep.auth && (cfg.User != "" || cfg.Password != "") {
+			ep.user, ep.password, ep.auth = cfg.User, cfg.Password, true
+		}
+		c.endpoints = append(c.endpoints, ep)
+	}
+	if c.http == nil {
+		c.own = http.DefaultTransport.(*http.Transport).Clone()
+		c.own.TLSClientConfig = cfg.TLS.Clone()
+		c.http = &http.Client{Transport: c.own}
+	}
+	tel, err := newClientTelemetry(cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	c.tel = tel
+	return c, nil
+}
+
+// parseEndpoint checks one URL and takes its user info out.
+func parseEndpoint(raw string) (endpoint, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse's error quotes the URL, password and all.
+		return endpoint{}, errors.New("not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return endpoint{}, errors.New("scheme must be http or https")
+	}
+	if u.Host == "" {
+		return endpoint{}, errors.New("no host")
+	}
+	var ep endpoint
+	if u.User != nil {
+		ep.user = u.User.Username()
+		ep.password, _ = u.User.Password()
+		ep.auth = true
+		u.User = nil
+	}
+	if !strings.HasSuffix(u.Path, "/cluster") {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/cluster"
+		u.RawPath = ""
+	}
+	u.Fragment = ""
+	ep.url = u.String()
+	return ep, nil
+}
+
+// redactRaw drops the user info of a URL that may not parse, for an error
+// message.
+func redactRaw(raw string) string {
+	rest := raw
+	scheme, after, ok := strings.Cut(raw, "://")
+	if ok {
+		rest = after
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return clip(raw)
+	}
+	rest = "redacted@" + rest[at+1:]
+	if ok {
+		rest = scheme + "://" + rest
+	}
+	return clip(rest)
+}
+
+// CloseIdleConnections closes the idle keep-alive connections of the
+// Client's own transport, ending their goroutines. A later Cluster opens
+// new ones. It leaves a ClientConfig.HTTPClient alone.
+func (c *Client) CloseIdleConnections() {
+	if c.own != nil {
+		c.own.CloseIdleConnections()
+	}
+}
+
+// flight is one round of requests, shared by every caller of Cluster that
+// arrives while it runs.
+type flight struct {
+	done    chan struct{} // closed when cluster and err are set
+	cluster *Cluster
+	err     error
+	cancel  context.CancelFunc
+	waiters int // guarded by Client.mu
+}
+
+// Cluster asks every URL for GET /cluster at once and returns the first
+// good answer; the other requests are cancelled and waited for before it
+// returns. Callers that arrive while a round is in flight share it: a
+// caller that gives up (its ctx ends) leaves the round running for the
+// others, and the last one to give up cancels it and waits for it to end.
+//
+// The Cluster returned may be shared with other callers: do not modify it.
+// When no URL gives a good answer, the error names each URL (without its
+// user info) and why it failed.
+func (c *Client) Cluster(ctx context.Context) (*Cluster, error) {
+	// This is singleflight with one addition golang.org/x/sync/singleflight
+	// lacks: the shared round is cancelled, and its goroutines joined, once
+	// no caller is left waiting for it.
+	c.mu.Lock()
+	f := c.current
+	if f == nil {
+		// The round outlives any one caller, so it does not take the
+		// caller's cancellation; the last caller to leave cancels it.
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		f = &flight{done: make(chan struct{}), cancel: cancel}
+		c.current = f
+		go c.run(rctx, f)
+	}
+	f.waiters++
+	c.mu.Unlock()
+
+	select {
+	case <-f.done:
+		c.leave(f)
+		return f.cluster, f.err
+	case <-ctx.Done():
+		if c.leave(f) {
+			f.cancel()
+			<-f.done
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// leave counts one caller out of f and reports whether it was the last.
+// The last one detaches f, so a new caller starts a fresh round rather
+// than join one being cancelled.
+func (c *Client) leave(f *flight) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.waiters--
+	if f.waiters > 0 {
+		return false
+	}
+	if c.current == f {
+		c.current = nil
+	}
+	return true
+}
+
+// run performs f's round and publishes its outcome.
+func (c *Client) run(ctx context.Context, f *flight) {
+	f.cluster, f.err = c.round(ctx)
+	f.cancel()
+	c.mu.Lock()
+	if c.current == f {
+		c.current = nil
+	}
+	c.mu.Unlock()
+	close(f.done)
+}
+
+// round asks every endpoint in parallel and returns the first good answer.
+func (c *Client) round(ctx context.Context) (*Cluster, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	type answer struct {
+		cluster *Cluster
+		err     error
+	}
+	answers := make(chan answer, len(c.endpoints)) // never blocks a sender
+	var wg sync.WaitGroup
+	for _, ep := range c.endpoints {
+		wg.Go(func() {
+			cl, err := c.get(ctx, ep)
+			answers <- answer{cl, err}
+		})
+	}
+	defer func() {
+		cancel() // first, so the requests still running end promptly
+		wg.Wait()
+	}()
+	errs := make([]error, 0, len(c.endpoints))
+	for range c.endpoints {
+		a := <-answers
+		if a.err == nil {
+			return a.cluster, nil
+		}
+		errs = append(errs, a.err)
+	}
+	return nil, fmt.Errorf("patroni: no API gave a usable answer to GET /cluster: %w", errors.Join(errs...))
+}
+
+// get sends GET /cluster to one endpoint and decodes the answer.
+func (c *Client) get(ctx context.Context, ep endpoint) (*Cluster, error) {
+	start := time.Now() // for the duration metric, not for any decision
+	cl, err := c.fetch(ctx, ep)
+	c.tel.record(ctx, time.Since(start), err)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ep.url, err)
+	}
+	return cl, nil
+}
+
+func (c *Client) fetch(ctx context.Context, ep endpoint) (*Cluster, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if ep.auth {
+		req.SetBasicAuth(ep.user, ep.password)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		// *url.Error repeats the method and URL, which get already names.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%w %d", ErrStatus, resp.StatusCode)
+	}
+	// Read one byte past the limit to tell "exactly the limit" from "more".
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if int64(len(body)) > c.maxBody {
+		return nil, fmt.Errorf("%w: more than %s bytes", ErrBodyTooLarge, strconv.FormatInt(c.maxBody, 10))
+	}
+	cl, err := Decode(body)
+	if err != nil {
+		return nil, err
+	}
+	if len(cl.Members) == 0 {
+		return nil, fmt.Errorf("%w (%d skipped)", ErrNoUsableMember, countSkipped(cl.Issues))
+	}
+	return cl, nil
+}
+
+func countSkipped(issues []Issue) int {
+	n := 0
+	for _, i := range issues {
+		if i.Skipped() {
+			n++
+		}
+	}
+	return n
+}

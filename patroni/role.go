@@ -1,0 +1,92 @@
+package patroni
+
+import (
+	"strconv"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+)
+
+// Role is a member's role as Patroni names it in GET /cluster.
+type Role uint8
+
+const (
+	// RoleUnknown: a role this package does not know, or none given.
+	RoleUnknown Role = iota
+	// RoleLeader holds the leader lock: the primary ("leader", or
+	// "master" in old versions).
+	RoleLeader
+	// RoleSyncStandby is a synchronous standby, the member Patroni
+	// promotes first in synchronous mode.
+	RoleSyncStandby
+	// RoleQuorumStandby is a standby of a quorum-commit cluster.
+	RoleQuorumStandby
+	// RoleReplica is an asynchronous standby.
+	RoleReplica
+	// RoleStandbyLeader leads a standby cluster: it replicates from
+	// another cluster and takes no writes.
+	RoleStandbyLeader
+)
+
+var roleNames = [...]string{
+	RoleUnknown:       "unknown",
+	RoleLeader:        "leader",
+	RoleSyncStandby:   "sync_standby",
+	RoleQuorumStandby: "quorum_standby",
+	RoleReplica:       "replica",
+	RoleStandbyLeader: "standby_leader",
+}
+
+// String returns Patroni's spelling of r, or "unknown".
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return "Role(" + strconv.Itoa(int(r)) + ")"
+}
+
+// ParseRole turns Patroni's spelling of a role into a Role. It accepts
+// "master", the spelling of Patroni before 3.0, as RoleLeader; anything it
+// does not know is RoleUnknown.
+func ParseRole(s string) Role {
+	if s == "master" {
+		return RoleLeader
+	}
+	for r, name := range roleNames {
+		if Role(r) != RoleUnknown && name == s {
+			return Role(r)
+		}
+	}
+	return RoleUnknown
+}
+
+// Claims returns the role r claims for the server in the terms of the
+// rest of the library. A standby leader claims a replica, since it takes
+// no writes.
+func (r Role) Claims() hosthealth.Role {
+	switch r {
+	case RoleLeader:
+		return hosthealth.RolePrimary
+	case RoleSyncStandby, RoleQuorumStandby, RoleReplica, RoleStandbyLeader:
+		return hosthealth.RoleReplica
+	}
+	return hosthealth.RoleUnknown
+}
+
+// rank orders roles for a list of candidates, best first: the leader, then
+// the standbys Patroni would promote first, then asynchronous replicas,
+// then a standby leader, then anything unknown.
+func (r Role) rank() int {
+	switch r {
+	case RoleLeader:
+		return 0
+	case RoleSyncStandby:
+		return 1
+	case RoleQuorumStandby:
+		return 2
+	case RoleReplica:
+		return 3
+	case RoleStandbyLeader:
+		return 4
+	}
+	return 5
+}

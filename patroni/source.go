@@ -1,0 +1,303 @@
+package patroni
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/topology"
+)
+
+// Defaults of SourceConfig.
+const (
+	DefaultRefreshInterval = 3 * time.Second
+	DefaultZoneTag         = "zone"
+)
+
+// warnEvery is the least time between two warnings of one kind: an API
+// that stays down, or an answer that keeps listing a bad member, is
+// reported once a minute, with the count of what was left unsaid.
+const warnEvery = time.Minute
+
+// ErrWatching is returned by Watch when another Watch of the same Source
+// is running.
+var ErrWatching = errors.New("patroni: the Source is already being watched")
+
+// SourceConfig configures a Source. Only Client is required.
+type SourceConfig struct {
+	Client *Client
+	// RefreshInterval is the time between two reads of GET /cluster; 0
+	// means DefaultRefreshInterval.
+	RefreshInterval time.Duration
+	// ZoneTag names the Patroni tag that holds a member's zone; ""
+	// means DefaultZoneTag.
+	ZoneTag string
+	// AllowList limits the members reported; the zero value allows all.
+	AllowList AllowList
+	// Logger receives warnings (API unreachable, members skipped), at most
+	// one of each kind a minute, and a line when the API answers again;
+	// nil means silence.
+	Logger *slog.Logger
+	// Clock schedules the refreshes and the rate limit of warnings; nil
+	// means the wall clock.
+	Clock clock.Clock
+	// MeterProvider receives pgfailover.patroni.hosts.discovered and
+	// .removed; nil means none.
+	MeterProvider metric.MeterProvider
+}
+
+// Source reports the members of a Patroni cluster as a topology.Source.
+type Source struct {
+	client   *Client
+	interval time.Duration
+	zoneTag  string
+	allow    AllowList
+	log      *slog.Logger
+	clock    clock.Clock
+	tel      sourceTelemetry
+	refresh  chan struct{} // holds one pending Refresh at most
+	watching atomic.Bool
+}
+
+// NewSource checks cfg and returns a Source. It does no I/O.
+func NewSource(cfg SourceConfig) (*Source, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("patroni: SourceConfig.Client is nil")
+	}
+	if cfg.RefreshInterval < 0 {
+		return nil, errors.New("patroni: RefreshInterval must not be negative")
+	}
+	s := &Source{
+		client:   cfg.Client,
+		interval: cmpOr(cfg.RefreshInterval, DefaultRefreshInterval),
+		zoneTag:  cmpOr(cfg.ZoneTag, DefaultZoneTag),
+		allow:    cfg.AllowList,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		refresh:  make(chan struct{}, 1),
+	}
+	if s.clock == nil {
+		s.clock = clock.Real()
+	}
+	tel, err := newSourceTelemetry(cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	s.tel = tel
+	return s, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Refresh asks a running Watch to read GET /cluster now rather than at the
+// next interval. It never blocks; calls made while a read is pending are
+// folded into it. It may be called from any goroutine, at any time: a call
+// made while no Watch runs is kept for the next one.
+func (s *Source) Refresh() {
+	select {
+	case s.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// Watch reads GET /cluster at once, then every RefreshInterval and after
+// each Refresh, until ctx ends, and calls update with the complete member
+// list after the first good answer and after each answer that changes it.
+// While the API cannot be reached it reports nothing, so the last topology
+// stays in force. Watch returns nil once ctx ends, leaving no goroutine
+// behind, or ErrWatching at once when another Watch of s is running.
+func (s *Source) Watch(ctx context.Context, update func(topology.Topology)) error {
+	if !s.watching.CompareAndSwap(false, true) {
+		return ErrWatching
+	}
+	defer s.watching.Store(false)
+	// The first read happens now anyway: a Refresh from before is spent.
+	select {
+	case <-s.refresh:
+	default:
+	}
+	w := &watch{Source: s, update: update}
+	for {
+		w.poll(ctx)
+		t := s.clock.NewTimer(s.interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		case <-s.refresh:
+			t.Stop()
+		}
+	}
+}
+
+// watch is the state of one Watch call; only its goroutine touches it.
+type watch struct {
+	*Source
+	update   func(topology.Topology)
+	last     []topology.Member
+	reported bool
+	down     warnLimit // the API cannot be reached
+	skipped  warnLimit // members left out of an answer
+}
+
+// poll reads the cluster once and reports it if it changed.
+func (w *watch) poll(ctx context.Context) {
+	cl, err := w.client.Cluster(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down, not an outage
+		}
+		w.unreachable(ctx, err)
+		return
+	}
+	w.reachable(ctx)
+	members := w.members(ctx, cl)
+	if len(members) == 0 {
+		return // an empty topology would drop every host: keep the last
+	}
+	if w.reported && slices.EqualFunc(members, w.last, sameMember) {
+		return
+	}
+	w.count(ctx, members)
+	w.last, w.reported = members, true
+	w.update(topology.Topology{Members: slices.Clone(members)})
+}
+
+// members turns an answer into the topology to report: allowed members
+// only, best-ranked first, one per address.
+func (w *watch) members(ctx context.Context, cl *Cluster) []topology.Member {
+	var notes []string
+	for _, is := range cl.Issues {
+		notes = append(notes, is.String())
+	}
+	sorted := slices.Clone(cl.Members)
+	slices.SortStableFunc(sorted, func(a, b Member) int { return a.rank() - b.rank() })
+	out := make([]topology.Member, 0, len(sorted))
+	seen := make(map[string]bool, len(sorted))
+	for _, m := range sorted {
+		addr := m.Addr()
+		switch {
+		case !w.allow.Allows(m.Host):
+			notes = append(notes, "member "+clip(m.Name)+" at "+clip(addr)+" skipped: not in the allow-list")
+		case seen[addr]:
+			notes = append(notes, "member "+clip(m.Name)+" skipped: its address "+clip(addr)+" is taken by a member ranked before it")
+		default:
+			seen[addr] = true
+			out = append(out, m.Topology(w.zoneTag))
+		}
+	}
+	if len(notes) > 0 {
+		msg := "patroni: members of /cluster left out or partly read"
+		if len(out) == 0 {
+			msg = "patroni: no member of /cluster can be used; keeping the last topology"
+		}
+		if ok, suppressed := w.skipped.allow(w.clock.Now()); ok {
+			w.logAttrs(ctx, slog.LevelWarn, msg,
+				slog.String("issues", strings.Join(firstN(notes, 5), "; ")),
+				slog.Int("count", len(notes)),
+				slog.Int("suppressed_warnings", suppressed))
+		}
+	}
+	return out
+}
+
+func firstN(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// count feeds the discovered and removed counters.
+func (w *watch) count(ctx context.Context, members []topology.Member) {
+	before := make(map[string]bool, len(w.last))
+	for _, m := range w.last {
+		before[m.Addr()] = true
+	}
+	now := make(map[string]bool, len(members))
+	for _, m := range members {
+		now[m.Addr()] = true
+	}
+	var added, removed int64
+	for a := range now {
+		if !before[a] {
+			added++
+		}
+	}
+	for a := range before {
+		if !now[a] {
+			removed++
+		}
+	}
+	if added > 0 {
+		w.tel.discovered.Add(ctx, added)
+	}
+	if removed > 0 {
+		w.tel.removed.Add(ctx, removed)
+	}
+}
+
+func (w *watch) unreachable(ctx context.Context, err error) {
+	if ok, suppressed := w.down.allow(w.clock.Now()); ok {
+		w.logAttrs(ctx, slog.LevelWarn, "patroni: cannot read /cluster; keeping the last topology",
+			slog.String("error", err.Error()),
+			slog.Int("suppressed_warnings", suppressed))
+	}
+}
+
+func (w *watch) reachable(ctx context.Context) {
+	if failures := w.down.reset(); failures > 0 {
+		w.logAttrs(ctx, slog.LevelInfo, "patroni: /cluster answers again",
+			slog.Int("failed_reads", failures))
+	}
+}
+
+func (w *watch) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if w.log != nil {
+		w.log.LogAttrs(ctx, level, msg, attrs...)
+	}
+}
+
+// sameMember compares two members field by field, tags included.
+func sameMember(a, b topology.Member) bool {
+	return a.Host == b.Host && a.Port == b.Port && a.Zone == b.Zone && a.Role == b.Role &&
+		a.NoLoadBalance == b.NoLoadBalance && maps.Equal(a.Tags, b.Tags)
+}
+
+// warnLimit lets one warning of a kind through per warnEvery and counts
+// the rest.
+type warnLimit struct {
+	next       time.Time // the earliest time of the next warning
+	suppressed int       // warnings held back since the last one
+	events     int       // events since the last reset
+}
+
+// allow counts an event and reports whether to log it, with the number of
+// events held back before it.
+func (l *warnLimit) allow(now time.Time) (ok bool, suppressed int) {
+	l.events++
+	if now.Before(l.next) {
+		l.suppressed++
+		return false, 0
+	}
+	suppressed, l.suppressed = l.suppressed, 0
+	l.next = now.Add(warnEvery)
+	return true, suppressed
+}
+
+// reset ends a run of events and returns how many there were.
+func (l *warnLimit) reset() int {
+	n := l.events
+	*l = warnLimit{}
+	return n
+}

@@ -1,0 +1,424 @@
+package patroni
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/topology"
+)
+
+// switchable serves whatever body it was last given, or a status error
+// when the body is "".
+type switchable struct {
+	mu   sync.Mutex // guards body and hold; no I/O while held
+	body string
+	hold chan struct{} // when set, answers wait for it to close
+}
+
+// holdAnswers makes answers wait until the returned function is called.
+func (s *switchable) holdAnswers() (release func()) {
+	c := make(chan struct{})
+	s.mu.Lock()
+	s.hold = c
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.hold = nil
+		s.mu.Unlock()
+		close(c)
+	}
+}
+
+func (s *switchable) set(body string) {
+	s.mu.Lock()
+	s.body = body
+	s.mu.Unlock()
+}
+
+func (s *switchable) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	body, hold := s.body, s.hold
+	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if body == "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	answer(body)(w, r)
+}
+
+// logBuffer collects log lines for a test.
+type logBuffer struct {
+	mu  sync.Mutex // guards buf; no I/O while held
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// count returns how many lines contain s.
+func (l *logBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), s)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// harness runs a Source against a fake API on a fake clock.
+type harness struct {
+	t       *testing.T
+	api     *fakeAPI
+	body    *switchable
+	clock   *clock.Fake
+	logs    *logBuffer
+	src     *Source
+	updates chan topology.Topology
+	polls   int32 // requests seen by the last settle
+}
+
+const cluster3 = `{"members":[
+ {"name":"a","role":"replica","state":"streaming","host":"10.0.0.1","port":5432,"tags":{"zone":"z1"}},
+ {"name":"b","role":"leader","state":"running","host":"10.0.0.2","port":5432,"tags":{"zone":"z2"}},
+ {"name":"c","role":"sync_standby","state":"streaming","host":"10.0.0.3","port":5432,"tags":{"zone":"z3","noloadbalance":true}}]}`
+
+func newHarness(t *testing.T, body string, cfg SourceConfig) *harness {
+	t.Helper()
+	h := &harness{t: t, body: &switchable{body: body}, clock: clock.NewFake(time.Unix(1e9, 0)), logs: &logBuffer{}}
+	h.api = newFakeAPI(t, h.body.serve)
+	cfg.Client, _ = newTestClient(t, ClientConfig{URLs: []string{withUser(h.api.URL)}})
+	cfg.Clock = h.clock
+	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	src, err := NewSource(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.src = src
+	return h
+}
+
+// start runs Watch until the test ends, and waits for its first read.
+func (h *harness) start() {
+	h.updates = make(chan topology.Topology, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- h.src.Watch(ctx, func(t topology.Topology) { h.updates <- t })
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("Watch returned %v", err)
+		}
+	})
+	h.settle()
+}
+
+// settle waits until Watch has made one more request and is waiting for
+// its next timer: the read in between has been fully handled.
+func (h *harness) settle() {
+	h.t.Helper()
+	want := h.polls + 1
+	waitFor(h.t, "Watch to read /cluster and wait again", func() bool {
+		return h.api.requests.Load() >= want && h.clock.Timers() == 1
+	})
+	h.polls = h.api.requests.Load()
+}
+
+// tick advances the clock by one refresh interval and waits for the read.
+func (h *harness) tick() {
+	h.clock.Advance(DefaultRefreshInterval)
+	h.settle()
+}
+
+// next returns the update Watch made, or fails when it made none.
+func (h *harness) next() topology.Topology {
+	h.t.Helper()
+	select {
+	case t := <-h.updates:
+		return t
+	default:
+		h.t.Fatal("no update")
+		return topology.Topology{}
+	}
+}
+
+func (h *harness) none() {
+	h.t.Helper()
+	select {
+	case t := <-h.updates:
+		h.t.Fatalf("unexpected update %+v", t)
+	default:
+	}
+}
+
+// describe writes a topology as "addr role zone [tags...]" lines.
+func describe(t topology.Topology) string {
+	var lines []string
+	for _, m := range t.Members {
+		line := m.Addr() + " " + m.Role.String() + " " + m.Zone + " " + m.Tags[TagRole]
+		if m.NoLoadBalance {
+			line += " noloadbalance"
+		}
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestSourceReportsChanges(t *testing.T) {
+	h := newHarness(t, cluster3, SourceConfig{})
+	h.start()
+	want := "10.0.0.2:5432 primary z2 leader\n" +
+		"10.0.0.3:5432 replica z3 sync_standby noloadbalance\n" +
+		"10.0.0.1:5432 replica z1 replica"
+	if got := describe(h.next()); got != want {
+		t.Fatalf("first update:\n%s\nwant:\n%s", got, want)
+	}
+
+	// The same answer is not reported again.
+	h.tick()
+	h.none()
+
+	// A switchover is.
+	h.body.set(strings.NewReplacer(`"leader"`, `"replica"`, `"sync_standby"`, `"leader"`).Replace(cluster3))
+	h.tick()
+	want = "10.0.0.3:5432 primary z3 leader noloadbalance\n" +
+		"10.0.0.1:5432 replica z1 replica\n" +
+		"10.0.0.2:5432 replica z2 replica"
+	if got := describe(h.next()); got != want {
+		t.Fatalf("after switchover:\n%s\nwant:\n%s", got, want)
+	}
+
+	// A member that stops is kept, without its claimed role.
+	h.body.set(strings.Replace(cluster3, `"state":"streaming","host":"10.0.0.1"`, `"state":"stopped","host":"10.0.0.1"`, 1))
+	h.tick()
+	want = "10.0.0.2:5432 primary z2 leader\n" +
+		"10.0.0.3:5432 replica z3 sync_standby noloadbalance\n" +
+		"10.0.0.1:5432 unknown z1 replica"
+	if got := describe(h.next()); got != want {
+		t.Fatalf("after a member stopped:\n%s\nwant:\n%s", got, want)
+	}
+	if h.logs.String() != "" {
+		t.Errorf("unexpected logs: %s", h.logs)
+	}
+}
+
+func TestSourceRanksMembers(t *testing.T) {
+	body := `{"members":[
+ {"name":"u","role":"witness","state":"running","host":"h1","port":1},
+ {"name":"sl","role":"standby_leader","state":"running","host":"h2","port":1},
+ {"name":"r","role":"replica","state":"streaming","host":"h3","port":1},
+ {"name":"q","role":"quorum_standby","state":"streaming","host":"h4","port":1},
+ {"name":"dead","role":"leader","state":"crashed","host":"h5","port":1},
+ {"name":"s","role":"sync_standby","state":"streaming","host":"h6","port":1},
+ {"name":"l","role":"master","state":"running","host":"h7","port":1},
+ {"name":"dup","role":"replica","state":"streaming","host":"h7","port":1}]}`
+	h := newHarness(t, body, SourceConfig{})
+	h.start()
+	want := "h7:1 primary  leader\n" +
+		"h6:1 replica  sync_standby\n" +
+		"h4:1 replica  quorum_standby\n" +
+		"h3:1 replica  replica\n" +
+		"h2:1 replica  standby_leader\n" +
+		"h1:1 unknown  witness\n" +
+		"h5:1 unknown  leader"
+	if got := describe(h.next()); got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if h.logs.count(`member dup skipped: its address h7:1 is taken`) != 1 {
+		t.Errorf("the duplicate address was not logged: %s", h.logs)
+	}
+}
+
+func TestSourceZoneTag(t *testing.T) {
+	body := `{"members":[{"name":"a","role":"leader","state":"running","host":"h","port":1,"tags":{"zone":"z","az":"eu-1a"}}]}`
+	h := newHarness(t, body, SourceConfig{ZoneTag: "az"})
+	h.start()
+	if got := h.next().Members[0].Zone; got != "eu-1a" {
+		t.Fatalf("zone %q", got)
+	}
+}
+
+func TestSourceUnreachable(t *testing.T) {
+	h := newHarness(t, "", SourceConfig{})
+	h.start()
+	h.none() // nothing is reported, not even an empty topology
+	const warning = "cannot read /cluster"
+	if h.logs.count(warning) != 1 || strings.Contains(h.logs.String(), secret) {
+		t.Fatalf("logs: %s", h.logs)
+	}
+	// Further failures within the minute are held back...
+	for range 19 {
+		h.tick()
+	}
+	h.none()
+	if h.logs.count(warning) != 1 {
+		t.Fatalf("logs: %s", h.logs)
+	}
+	// ...and counted in the next warning.
+	h.tick()
+	if h.logs.count(warning) != 2 || h.logs.count("suppressed_warnings=19") != 1 {
+		t.Fatalf("logs: %s", h.logs)
+	}
+	h.body.set(cluster3)
+	h.tick()
+	if len(h.next().Members) != 3 {
+		t.Fatal("no topology after recovery")
+	}
+	if h.logs.count("level=INFO msg=\"patroni: /cluster answers again\" failed_reads=21") != 1 {
+		t.Fatalf("logs: %s", h.logs)
+	}
+	// An outage after a good answer leaves the last topology in force.
+	h.body.set("")
+	h.tick()
+	h.none()
+	h.body.set(cluster3)
+	h.tick()
+	h.none() // the same topology as before the outage
+}
+
+func TestSourceAllowList(t *testing.T) {
+	allow, err := ParseAllowList("10.0.0.0/31, 10.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, cluster3, SourceConfig{AllowList: allow})
+	h.start()
+	if got := describe(h.next()); got != "10.0.0.2:5432 primary z2 leader\n10.0.0.1:5432 replica z1 replica" {
+		t.Fatalf("got:\n%s", got)
+	}
+	const warning = "member c at 10.0.0.3:5432 skipped: not in the allow-list"
+	if h.logs.count(warning) != 1 {
+		t.Fatalf("logs: %s", h.logs)
+	}
+	h.tick()
+	if h.logs.count(warning) != 1 {
+		t.Fatalf("the warning was repeated within a minute: %s", h.logs)
+	}
+
+	// When no member is allowed, the last topology stays.
+	h.body.set(strings.ReplaceAll(cluster3, "10.0.0.", "10.9.9."))
+	h.clock.Advance(time.Minute)
+	h.settle()
+	h.none()
+	if h.logs.count("no member of /cluster can be used; keeping the last topology") != 1 {
+		t.Fatalf("logs: %s", h.logs)
+	}
+}
+
+func TestSourceRefresh(t *testing.T) {
+	h := newHarness(t, cluster3, SourceConfig{})
+	h.src.Refresh() // before Watch: does not block, spent by the first read
+	h.src.Refresh()
+	h.start()
+	h.next()
+	if h.api.requests.Load() != 1 {
+		t.Fatalf("%d requests, want 1", h.api.requests.Load())
+	}
+	// A Refresh reads at once, without the clock moving.
+	h.src.Refresh()
+	h.settle()
+	// Refreshes made during a read fold into one more read.
+	release := h.body.holdAnswers()
+	h.src.Refresh()
+	waitFor(t, "a read to start", func() bool { return h.api.requests.Load() == 3 })
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(h.src.Refresh)
+	}
+	wg.Wait()
+	release()
+	waitFor(t, "the folded read", func() bool { return h.api.requests.Load() == 4 && h.clock.Timers() == 1 })
+	if len(h.src.refresh) != 0 {
+		t.Fatal("a Refresh still pending after the folded read")
+	}
+}
+
+func TestSourceRefreshAfterWatch(t *testing.T) {
+	h := newHarness(t, cluster3, SourceConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// A Watch whose context has ended reads once, then returns.
+	if err := h.src.Watch(ctx, func(topology.Topology) {}); err != nil {
+		t.Fatal(err)
+	}
+	h.src.Refresh()
+	h.src.Refresh() // never blocks
+}
+
+func TestSourceWatchTwice(t *testing.T) {
+	h := newHarness(t, cluster3, SourceConfig{})
+	h.start()
+	if err := h.src.Watch(context.Background(), func(topology.Topology) {}); !errors.Is(err, ErrWatching) {
+		t.Fatalf("second Watch: %v", err)
+	}
+}
+
+func TestSourceMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h := newHarness(t, cluster3, SourceConfig{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	h.start()
+	h.next()
+	// One member leaves, two arrive.
+	h.body.set(strings.Replace(cluster3, `"host":"10.0.0.1"`, `"host":"10.0.0.4"`, 1)[:len(cluster3)-2] +
+		`,{"name":"d","role":"replica","state":"streaming","host":"10.0.0.5","port":5432}]}`)
+	h.tick()
+	h.next()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, p := range d.DataPoints {
+					got[m.Name] += p.Value
+				}
+			}
+		}
+	}
+	if got["pgfailover.patroni.hosts.discovered"] != 5 || got["pgfailover.patroni.hosts.removed"] != 1 {
+		t.Fatalf("metrics %v, want 5 discovered (3 then 2) and 1 removed", got)
+	}
+}
+
+func TestNewSourceErrors(t *testing.T) {
+	c, _ := newTestClient(t, ClientConfig{URLs: []string{"http://h"}})
+	for _, cfg := range []SourceConfig{{}, {Client: c, RefreshInterval: -time.Second}} {
+		if _, err := NewSource(cfg); err == nil {
+			t.Errorf("NewSource(%+v) gave no error", cfg)
+		}
+	}
+	s, err := NewSource(SourceConfig{Client: c})
+	if err != nil || s.interval != DefaultRefreshInterval || s.zoneTag != DefaultZoneTag {
+		t.Fatalf("defaults: %+v %v", s, err)
+	}
+}
+
+// A Source is a topology.Source.
+var _ topology.Source = (*Source)(nil)
