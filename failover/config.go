@@ -121,6 +121,11 @@ type Config struct {
 	// nothing uses them yet, so they are not exported.
 	patroni patroniSettings
 
+	// templateTLS holds the connection variants pgconn derived for the
+	// string's first host (or its default host when it names none): hosts
+	// only a topology source names are dialled with the same ones.
+	templateTLS []*pgconn.FallbackConfig
+
 	// tcpUserTimeout is tcp_user_timeout, default 10s, 0 for the OS
 	// default. ParseConfig's DialFunc applies it; it is kept for tests.
 	tcpUserTimeout time.Duration
@@ -185,8 +190,7 @@ func (h Host) Addr() string {
 
 // Copy returns a copy of c that can be changed without touching c: the
 // embedded pgxpool.Config (with its ConnConfig, RuntimeParams and TLS
-// settings), the
-// Hosts and their TLS variants are all copied. Providers and the Logger are
+// settings), the Hosts and their TLS variants are all copied. Providers and the Logger are
 // shared, as they are meant to be.
 func (c *Config) Copy() *Config {
 	if c == nil {
@@ -203,6 +207,7 @@ func (c *Config) Copy() *Config {
 		}
 	}
 	n.patroni.apiURLs = slices.Clone(c.patroni.apiURLs)
+	n.templateTLS = copyHost(Host{tls: c.templateTLS}).tls
 	return &n
 }
 

@@ -57,32 +57,58 @@ func dedupHosts(hosts []Host) []Host {
 // variants, so a pool never dials a host other than its own.
 //
 // A Host without variants (one a topology source named, or one added to
-// Hosts by hand) gets the template's TLS settings with ServerName set to
-// its own name, so sslmode=verify-full checks the certificate against it,
-// and no TLS at all when it is a unix socket.
+// Hosts by hand) gets those of the string's first host (see variantsFor).
 func (c *Config) hostConfig(h Host) *pgxpool.Config {
 	pc := c.Config.Copy()
 	cc := pc.ConnConfig
 	cc.ValidateConnect = nil
 	cc.Fallbacks = nil
 
-	if len(h.tls) == 0 {
-		cc.Host, cc.Port = h.Host, h.Port
-		if network, _ := pgconn.NetworkAddress(h.Host, h.Port); network == "unix" {
-			cc.TLSConfig = nil
-		} else if cc.TLSConfig != nil && cc.TLSConfig.ServerName != "" {
-			cc.TLSConfig.ServerName = serverName(h.Host)
-		}
-		return pc
+	variants := h.tls
+	if len(variants) == 0 {
+		variants = c.variantsFor(h)
 	}
-
-	first := h.tls[0]
+	first := variants[0]
 	cc.Host, cc.Port = first.Host, first.Port
 	cc.TLSConfig = cloneTLS(first.TLSConfig)
-	for _, v := range h.tls[1:] {
+	for _, v := range variants[1:] {
 		cc.Fallbacks = append(cc.Fallbacks, copyFallback(v))
 	}
 	return pc
+}
+
+// variantsFor returns the connection variants of a host the connection
+// string does not name: those of the string's first host (as pgconn
+// derived them from sslmode: TLS then plain for prefer, plain then TLS for
+// allow), moved to h, with h's own name as the TLS server name so that
+// sslmode=verify-full checks the certificate against it. A unix socket
+// gets the plain variant only.
+func (c *Config) variantsFor(h Host) []*pgconn.FallbackConfig {
+	unix := false
+	if network, _ := pgconn.NetworkAddress(h.Host, h.Port); network == "unix" {
+		unix = true
+	}
+	var out []*pgconn.FallbackConfig
+	for _, v := range c.templateTLS {
+		if unix && v.TLSConfig != nil {
+			continue
+		}
+		w := copyFallback(v)
+		w.Host, w.Port = h.Host, h.Port
+		if w.TLSConfig != nil {
+			w.TLSConfig.ServerName = serverName(h.Host)
+			if !w.TLSConfig.InsecureSkipVerify {
+				// verify-full: the certificate is checked against the
+				// host, an IP address included, as pgconn does.
+				w.TLSConfig.ServerName = h.Host
+			}
+		}
+		out = append(out, w)
+	}
+	if len(out) == 0 {
+		out = append(out, &pgconn.FallbackConfig{Host: h.Host, Port: h.Port})
+	}
+	return out
 }
 
 // serverName is what pgconn would put in tls.Config.ServerName for host:

@@ -255,6 +255,7 @@ func ParseConfig(connString string) (*Config, error) {
 	}
 
 	hosts := splitHosts(&cc.Config)
+	c.templateTLS = hosts[0].tls
 	if z, ok := own[keyZones]; ok {
 		zones := strings.Split(z, ",")
 		switch {
