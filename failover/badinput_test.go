@@ -73,6 +73,7 @@ var durationKeys = []struct {
 	{keyPinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }},
 	{keyMaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }},
 	{keyPatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }},
+	{keyQueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.queryWait }},
 	{keyFallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }},
 	{keyFallbackCooldown, true, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }},
 	{keyFallbackLifetime, true, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }},
@@ -85,7 +86,8 @@ func TestConfigDurationKeysCoverEveryDurationKey(t *testing.T) {
 		got = append(got, d.key)
 	}
 	// Every key of ours but these takes a duration.
-	notDurations := []string{keyTarget, keyTargetSessionAttrs, keyZone, keyZones, keyMaxAttempts, keyPatroniAPIURLs}
+	notDurations := []string{keyTarget, keyTargetSessionAttrs, keyZone, keyZones, keyMaxAttempts, keyPatroniAPIURLs,
+		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal}
 	var want []string
 	for _, k := range slices.Concat(ownKeys, fallbackKeys) {
 		if !slices.Contains(notDurations, k) {

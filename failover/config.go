@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -30,6 +31,7 @@ const (
 	defaultFallbackConnectTimeout = 5 * time.Second
 	defaultFallbackCooldown       = 30 * time.Second
 	defaultFallbackLifetime       = 30 * time.Second
+	defaultQueryWaitTimeout       = 5 * time.Second
 
 	// defaultConnectTimeout bounds each connection attempt (dial, TLS and
 	// startup, per host) when nothing sets connect_timeout. Without it pgconn
@@ -162,11 +164,15 @@ func (r ReplicaConfig) check(probeInterval time.Duration) error {
 // patroniSettings are reserved for the Patroni topology source.
 // patroniSettings.parse reads and checks them.
 type patroniSettings struct {
-	apiURLs                []string      // patroni_api_urls, http or https URLs with a host
-	refresh                time.Duration // patroni_refresh_interval, default 3s, > 0
-	fallbackConnectTimeout time.Duration // fallback_connect_timeout, default 5s, > 0
-	fallbackCooldown       time.Duration // fallback_cooldown, default 30s, > 0
-	fallbackLifetime       time.Duration // fallback_lifetime, default 30s, > 0
+	apiURLs                []string          // patroni_api_urls, http or https URLs with a host
+	refresh                time.Duration     // patroni_refresh_interval, default 3s, > 0
+	allowed                patroni.AllowList // patroni_allowed_hosts, default: every member
+	zoneTag                string            // patroni_zone_tag, default "zone"
+	queryWait              time.Duration     // query_wait_timeout, default 5s, > 0
+	fallbackLocal          bool              // fallback_local, default off
+	fallbackConnectTimeout time.Duration     // fallback_connect_timeout, default 5s, > 0
+	fallbackCooldown       time.Duration     // fallback_cooldown, default 30s, > 0
+	fallbackLifetime       time.Duration     // fallback_lifetime, default 30s, > 0
 }
 
 // Host is one server from the connection string.

@@ -62,6 +62,7 @@ type scanResult struct {
 	pairs      []pair // keyword/value pairs, or the URL's query parameters
 	queryStart int    // URL only: offset just after '?', or -1 when there is no query
 	userinfoPW string // URL only: the password in the userinfo, as written
+	urlHost    bool   // URL only: the URL names at least one host
 }
 
 // get returns the value of the last pair named key, as pgconn keeps the
@@ -73,6 +74,13 @@ func (s scanResult) get(key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// namesHost reports whether the string (or its service file entry, or
+// PGHOST) names a host, rather than leaving pgconn to pick its default.
+func (s scanResult) namesHost(svc map[string]string) bool {
+	return s.urlHost || s.has("host") || s.has("hostaddr") || svc["host"] != "" || svc["hostaddr"] != "" ||
+		os.Getenv("PGHOST") != "" || os.Getenv("PGHOSTADDR") != ""
 }
 
 func (s scanResult) has(key string) bool {
@@ -276,6 +284,7 @@ func scanURL(s string) (scanResult, error) {
 		i += at + 1
 	}
 
+	hostStart := i
 	for {
 		if i < len(s) && s[i] == '[' {
 			end := strings.IndexByte(s[i:], ']')
@@ -293,6 +302,7 @@ func scanURL(s string) (scanResult, error) {
 		}
 		break
 	}
+	res.urlHost = i > hostStart
 	if i < len(s) && s[i] == '/' {
 		q := strings.IndexByte(s[i:], '?')
 		if q < 0 {

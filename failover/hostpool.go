@@ -236,9 +236,11 @@ func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
 			return
 		}
 		p.observeRole(h, hosthealth.RoleReplica)
+		p.refreshTopology()
 		return
 	}
 	p.tracker.ObserveFailure(h.addr, class)
+	p.refreshTopology()
 }
 
 // serverRole reads the role of the server at the other end of conn: from

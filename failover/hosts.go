@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -17,6 +18,10 @@ type hostTable struct {
 	byAddr  map[string]*hostPool
 	list    []*hostPool
 	noReads map[string]bool // hosts the topology source asks to keep read traffic off
+	// readLast holds hosts the Reader uses only when no other replica
+	// qualifies: a Patroni standby cluster's leader, which replicates from
+	// another cluster.
+	readLast map[string]bool
 }
 
 // setHosts makes the host set the connection string's hosts merged with
@@ -56,13 +61,10 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		next.byAddr[w.Addr] = h
 		next.list = append(next.list, h)
 	}
+	next.noReads, next.readLast = map[string]bool{}, map[string]bool{}
 	for _, m := range p.sourced {
-		if m.NoLoadBalance {
-			if next.noReads == nil {
-				next.noReads = map[string]bool{}
-			}
-			next.noReads[m.Addr()] = true
-		}
+		next.noReads[m.Addr()] = m.NoLoadBalance
+		next.readLast[m.Addr()] = m.Tags[patroni.TagRole] == patroni.RoleStandbyLeader.String()
 	}
 	// New pools first, so that every host a snapshot ranks has a pool; the
 	// tracker next; and only then the removed hosts go.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/patroni"
 )
 
 // Connection-string keys owned by this package. pgconn does not know them,
@@ -31,6 +32,10 @@ const (
 	keyMaxLag                 = "max_lag"
 	keyPatroniAPIURLs         = "patroni_api_urls"
 	keyPatroniRefresh         = "patroni_refresh_interval"
+	keyPatroniAllowedHosts    = "patroni_allowed_hosts"
+	keyPatroniZoneTag         = "patroni_zone_tag"
+	keyQueryWaitTimeout       = "query_wait_timeout"
+	keyFallbackLocal          = "fallback_local"
 	keyFallbackConnectTimeout = "fallback_connect_timeout"
 	keyFallbackCooldown       = "fallback_cooldown"
 	keyFallbackLifetime       = "fallback_lifetime"
@@ -65,11 +70,15 @@ var ownKeys = []string{
 	keyMaxLag,
 	keyPatroniAPIURLs,
 	keyPatroniRefresh,
+	keyPatroniAllowedHosts,
+	keyPatroniZoneTag,
+	keyQueryWaitTimeout,
 	keyTCPUserTimeout,
 }
 
 // fallbackKeys are the known members of the fallback_* family.
 var fallbackKeys = []string{
+	keyFallbackLocal,
 	keyFallbackConnectTimeout,
 	keyFallbackCooldown,
 	keyFallbackLifetime,
@@ -121,12 +130,28 @@ var fallbackKeys = []string{
 //	max_lag                   0           the largest staleness bound a replica may serve the
 //	                                      Reader's reads with; 0 = no gate; otherwise
 //	                                      > health_probe_interval
-//	patroni_api_urls          ""          reserved for the Patroni topology source: comma
-//	                                      list of http or https URLs of the Patroni REST API
-//	patroni_refresh_interval  3s          reserved for the Patroni topology source; > 0
-//	fallback_connect_timeout  5s          reserved for the Patroni topology source; > 0
-//	fallback_cooldown         30s         reserved for the Patroni topology source; > 0
-//	fallback_lifetime         30s         reserved for the Patroni topology source; > 0
+//	patroni_api_urls          ""          comma list of http or https URLs of the Patroni REST
+//	                                      API: the hosts, their claimed roles and zones come
+//	                                      from GET /cluster, merged with the string's hosts;
+//	                                      the string may then name no host at all
+//	patroni_refresh_interval  3s          how often GET /cluster is read (and at once when a
+//	                                      host fails or a call waits for a usable host); > 0
+//	patroni_allowed_hosts     ""          comma list of CIDRs and host-name patterns
+//	                                      ("*.db.internal"); a member outside it is never
+//	                                      dialled; empty = every member
+//	patroni_zone_tag          zone        the Patroni tag that holds a member's zone
+//	query_wait_timeout        5s          with fallback_local: the longest a call waits for a
+//	                                      host while the local server is down; > 0
+//	fallback_local            off         local-first fallback: the string's first host is the
+//	                                      local server; when it fails, calls go to a member
+//	                                      found by racing the sync standbys, then the others;
+//	                                      on or off; needs patroni_api_urls
+//	fallback_connect_timeout  5s          local-first fallback: each candidate's connect; > 0
+//	fallback_cooldown         30s         local-first fallback: how long the local server is
+//	                                      left alone after it fails, and a fallback host is
+//	                                      kept; > 0
+//	fallback_lifetime         30s         local-first fallback: the longest a connection to
+//	                                      a fallback host lives; > 0
 //	tcp_user_timeout          10000       libpq's key, in milliseconds: how long data sent to a
 //	                                      server may go unacknowledged before the connection is
 //	                                      dropped (Linux TCP_USER_TIMEOUT; ignored elsewhere);
@@ -219,6 +244,8 @@ func ParseConfig(connString string) (*Config, error) {
 		},
 		patroni: patroniSettings{
 			refresh:                defaultPatroniRefresh,
+			zoneTag:                patroni.DefaultZoneTag,
+			queryWait:              defaultQueryWaitTimeout,
 			fallbackConnectTimeout: defaultFallbackConnectTimeout,
 			fallbackCooldown:       defaultFallbackCooldown,
 			fallbackLifetime:       defaultFallbackLifetime,
@@ -242,6 +269,7 @@ func ParseConfig(connString string) (*Config, error) {
 	if err := c.patroni.parse(p, own); err != nil {
 		return nil, err
 	}
+	c.patroni.fallbackLocal = c.patroni.fallbackLocal && len(c.patroni.apiURLs) > 0
 	if c.tcpUserTimeout, err = p.tcpUserTimeout(own); err != nil {
 		return nil, err
 	}
@@ -256,6 +284,11 @@ func ParseConfig(connString string) (*Config, error) {
 
 	hosts := splitHosts(&cc.Config)
 	c.templateTLS = hosts[0].tls
+	if len(c.patroni.apiURLs) > 0 && !scan.namesHost(svc) {
+		// pgconn filled in its default host; with Patroni the members
+		// are the hosts.
+		hosts = nil
+	}
 	if z, ok := own[keyZones]; ok {
 		zones := strings.Split(z, ",")
 		switch {
@@ -380,6 +413,30 @@ func (s *patroniSettings) parse(p *parseState, own map[string]string) error {
 	var err error
 	if s.refresh, err = p.duration(own, keyPatroniRefresh, s.refresh, positive); err != nil {
 		return err
+	}
+	if v, ok := own[keyPatroniAllowedHosts]; ok {
+		if s.allowed, err = patroni.ParseAllowList(v); err != nil {
+			return p.fail(keyPatroniAllowedHosts, err.Error(), nil)
+		}
+	}
+	if v, ok := own[keyPatroniZoneTag]; ok {
+		if v == "" {
+			return p.fail(keyPatroniZoneTag, "must not be empty", nil)
+		}
+		s.zoneTag = v
+	}
+	if s.queryWait, err = p.duration(own, keyQueryWaitTimeout, s.queryWait, positive); err != nil {
+		return err
+	}
+	if v, ok := own[keyFallbackLocal]; ok {
+		switch v {
+		case "on", "true", "1":
+			s.fallbackLocal = true
+		case "off", "false", "0":
+			s.fallbackLocal = false
+		default:
+			return p.badValue(keyFallbackLocal, v, "must be on or off", nil)
+		}
 	}
 
 	var unknown []string

@@ -49,23 +49,43 @@ const patroniReaction = 1500 * time.Millisecond
 // One cluster serves the scenarios in turn; each starts from a healthy
 // cluster with a new Pool.
 func TestPatroni(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()
 	pc := pgtest.StartPatroni(t, pgtest.PatroniOptions{})
 	t.Logf("Patroni cluster healthy in %v", time.Since(start).Round(time.Millisecond))
 
+	switchover := func(ctx context.Context) (*pgtest.PatroniMember, error) {
+		from, _, err := pc.Switchover(ctx)
+		return from, err
+	}
+	// The connection string names every member; or only the leader, with
+	// the others found through the REST API; or none at all.
+	every := func(*pgtest.PatroniMember) string { return pc.ConnString("") }
+	api := "patroni_api_urls=" + strings.Join(pc.APIURLs(), ",")
+	leaderOnly := func(l *pgtest.PatroniMember) string { return l.ConnString(api) }
+	noHost := func(*pgtest.PatroniMember) string {
+		return "postgres://postgres:" + pc.Password() + "@/postgres?sslmode=disable&" + api
+	}
 	t.Run("Switchover", func(t *testing.T) {
-		runPatroniScenario(t, ctx, pc, func(ctx context.Context) (*pgtest.PatroniMember, error) {
-			from, _, err := pc.Switchover(ctx)
-			return from, err
-		}, false)
+		runPatroniScenario(t, ctx, pc, every, switchover, false)
 	})
 	t.Run("KillLeaderPostmaster", func(t *testing.T) {
-		runPatroniScenario(t, ctx, pc, pc.KillLeaderPostmaster, false)
+		runPatroniScenario(t, ctx, pc, every, pc.KillLeaderPostmaster, false)
 	})
 	t.Run("KillLeaderNode", func(t *testing.T) {
-		runPatroniScenario(t, ctx, pc, pc.KillLeaderNode, true)
+		runPatroniScenario(t, ctx, pc, every, pc.KillLeaderNode, true)
+	})
+	// Through the REST API: the writes follow the leader to a member the
+	// connection string never named.
+	t.Run("DiscoveredSwitchover", func(t *testing.T) {
+		runPatroniScenario(t, ctx, pc, leaderOnly, switchover, false)
+	})
+	t.Run("DiscoveredKillLeaderPostmaster", func(t *testing.T) {
+		runPatroniScenario(t, ctx, pc, leaderOnly, pc.KillLeaderPostmaster, false)
+	})
+	t.Run("NoHostSwitchover", func(t *testing.T) {
+		runPatroniScenario(t, ctx, pc, noHost, switchover, false)
 	})
 }
 
@@ -74,7 +94,7 @@ func TestPatroni(t *testing.T) {
 // carry on there, then checks and logs what the load saw. restart brings
 // the old leader's Patroni back at the end of the test.
 func runPatroniScenario(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster,
-	fault func(context.Context) (*pgtest.PatroniMember, error), restart bool) {
+	dsn func(leader *pgtest.PatroniMember) string, fault func(context.Context) (*pgtest.PatroniMember, error), restart bool) {
 	if err := pc.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +104,7 @@ func runPatroniScenario(t *testing.T, ctx context.Context, pc *pgtest.PatroniClu
 	}
 	// Default settings; the logger only records when the Pool saw each
 	// host change.
-	cfg, err := failover.ParseConfig(pc.ConnString(""))
+	cfg, err := failover.ParseConfig(dsn(leader))
 	if err != nil {
 		t.Fatal(err)
 	}

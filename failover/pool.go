@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
@@ -55,6 +56,8 @@ type Pool struct {
 	lastWrite atomic.Int64
 
 	hostGauge metric.Registration // the pgfailover.host.state callback
+
+	patroniClient *patroni.Client // the client of the Patroni source the Pool built, if any
 
 	// follow is PgxPool's pool, nil until first asked for. followMu
 	// serializes its creation. No I/O while held.
@@ -122,7 +125,15 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		p.Close()
 		return nil, err
 	}
-	if src := cfg.Topology; src != nil {
+	if cfg.Topology == nil && len(cfg.patroni.apiURLs) > 0 {
+		src, err := p.patroniSource()
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.cfg.Topology = src
+	}
+	if src := p.cfg.Topology; src != nil {
 		// The source's first report decides which hosts New probes, so a
 		// connection string that names only some members (or none that
 		// suits the target) still works.
@@ -198,6 +209,9 @@ func (p *Pool) Close() {
 		t.Stop()
 		<-closed
 		p.bg.Wait()
+		if p.patroniClient != nil {
+			p.patroniClient.CloseIdleConnections()
+		}
 		for _, h := range hosts {
 			h.probe.close() // its loop closed it, unless it never ran (New failed)
 		}

@@ -282,6 +282,9 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 	p.lag.observe(h.addr, r)
 	after, _ := p.status(h.addr)
 	p.logChange(before, after, r.err)
+	if after.State != before.State && after.State > hosthealth.Unknown {
+		p.refreshTopology() // a host went down: the cluster may have moved
+	}
 }
 
 // silent reports whether a probe's error shows a host that does not
@@ -357,6 +360,7 @@ func (p *Pool) waitStarted() {
 	if p.waiting.Add(1) == 1 {
 		next := make(chan struct{})
 		close(*p.wake.Swap(&next))
+		p.refreshTopology()
 	}
 }
 

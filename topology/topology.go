@@ -61,3 +61,11 @@ func (s Static) Watch(ctx context.Context, update func(Topology)) error {
 	<-ctx.Done()
 	return nil
 }
+
+// Refresher is implemented by a Source that can be asked to look at its
+// backend again at once rather than at its next interval. The Pool asks
+// when a host fails and when a call starts waiting for a usable host.
+// Refresh must not block.
+type Refresher interface {
+	Refresh()
+}

@@ -1,0 +1,38 @@
+package failover
+
+import (
+	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/topology"
+)
+
+// patroniSource builds the topology source that patroni_api_urls asks
+// for: GET /cluster on every URL, every patroni_refresh_interval and
+// whenever the Pool asks (see refreshTopology), members outside
+// patroni_allowed_hosts left out.
+func (p *Pool) patroniSource() (*patroni.Source, error) {
+	client, err := patroni.NewClient(patroni.ClientConfig{
+		URLs:          p.cfg.patroni.apiURLs,
+		MeterProvider: p.cfg.MeterProvider,
+	})
+	if err != nil {
+		return nil, &ConfigError{Key: keyPatroniAPIURLs, Msg: err.Error(), Err: err}
+	}
+	p.patroniClient = client
+	return patroni.NewSource(patroni.SourceConfig{
+		Client:          client,
+		RefreshInterval: p.cfg.patroni.refresh,
+		ZoneTag:         p.cfg.patroni.zoneTag,
+		AllowList:       p.cfg.patroni.allowed,
+		Logger:          p.cfg.Logger,
+		Clock:           p.clock,
+		MeterProvider:   p.cfg.MeterProvider,
+	})
+}
+
+// refreshTopology asks the topology source, when it can be asked, to look
+// again now: a host failed, or a call waits for a usable host.
+func (p *Pool) refreshTopology() {
+	if r, ok := p.cfg.Topology.(topology.Refresher); ok {
+		r.Refresh()
+	}
+}
