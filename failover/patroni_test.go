@@ -87,6 +87,8 @@ func TestPatroni(t *testing.T) {
 	t.Run("NoHostSwitchover", func(t *testing.T) {
 		runPatroniScenario(t, ctx, pc, noHost, switchover, false)
 	})
+	t.Run("APIUnreachable", func(t *testing.T) { patroniAPIUnreachable(t, ctx, pc) })
+	t.Run("Herd", func(t *testing.T) { patroniHerd(t, ctx, pc) })
 }
 
 // runPatroniScenario runs load through a new Pool, applies fault (which

@@ -1,0 +1,166 @@
+package failover_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// apiProxies stands in front of every member's REST API: it counts the
+// requests each one gets and can close them all, as a firewall would.
+type apiProxies struct {
+	servers []*httptest.Server
+	counts  []atomic.Int64
+}
+
+func newAPIProxies(t *testing.T, pc *pgtest.PatroniCluster) *apiProxies {
+	t.Helper()
+	urls := pc.APIURLs()
+	a := &apiProxies{counts: make([]atomic.Int64, len(urls))}
+	for i, raw := range urls {
+		target, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.counts[i].Add(1)
+			proxy.ServeHTTP(w, r)
+		}))
+		a.servers = append(a.servers, s)
+		t.Cleanup(s.Close)
+	}
+	return a
+}
+
+// param returns the patroni_api_urls key naming the proxies.
+func (a *apiProxies) param() string {
+	var urls []string
+	for _, s := range a.servers {
+		urls = append(urls, s.URL)
+	}
+	return "patroni_api_urls=" + strings.Join(urls, ",")
+}
+
+// total returns the requests every proxy got so far.
+func (a *apiProxies) total() []int64 {
+	out := make([]int64, len(a.counts))
+	for i := range a.counts {
+		out[i] = a.counts[i].Load()
+	}
+	return out
+}
+
+// close shuts every proxy: the API can no longer be reached.
+func (a *apiProxies) close() {
+	for _, s := range a.servers {
+		s.CloseClientConnections()
+		s.Close()
+	}
+}
+
+// hostCount returns how many hosts the Pool has.
+func hostCount(pool *failover.Pool) int { return len(pool.Stat().Hosts()) }
+
+// patroniAPIUnreachable: the connection string names the leader only; once
+// the members are found, the REST API is closed. A switchover then moves
+// the writes to a member found before: the last topology keeps serving.
+func patroniAPIUnreachable(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
+	if err := pc.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := pc.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newAPIProxies(t, pc)
+	pool := newPool(t, ctx, leader.ConnString(api.param()+"&patroni_refresh_interval=200ms"))
+	waitUntil(t, 10*time.Second, "every member found", func() bool { return hostCount(pool) == len(pc.Members()) })
+	api.close()
+	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS api_down (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	_, to, err := pc.Switchover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.WaitNewLeader(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, patroniCallTimeout)
+	defer cancel()
+	if _, err := pool.Exec(cctx, "INSERT INTO api_down VALUES (1)"); err != nil {
+		t.Fatalf("a write after a switchover with the API unreachable: %v", err)
+	}
+	if port := serverPort(t, ctx, pool); port != to.Port() {
+		t.Fatalf("writes go to port %d, want the new leader %s", port, to)
+	}
+	if n := hostCount(pool); n != len(pc.Members()) {
+		t.Fatalf("the Pool has %d hosts with the API unreachable, want the %d it knew", n, len(pc.Members()))
+	}
+	t.Logf("with the REST API closed, writes followed the switchover to %s, a member the connection string did not name", to)
+}
+
+// patroniHerd: 1,000 goroutines write through one Pool during a
+// switchover; the Pool reads GET /cluster once per URL per refresh however
+// many of them wait.
+func patroniHerd(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
+	if err := pc.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := pc.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newAPIProxies(t, pc)
+	pool := newPool(t, ctx, leader.ConnString(api.param()+"&pool_max_conns=10"))
+	waitUntil(t, 10*time.Second, "every member found", func() bool { return hostCount(pool) == len(pc.Members()) })
+	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS herd (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	var ok, failed atomic.Int64
+	herd := startLoop(t, 1000, func() {
+		cctx, cancel := context.WithTimeout(ctx, patroniCallTimeout)
+		defer cancel()
+		if _, err := pool.Exec(cctx, "INSERT INTO herd VALUES (1)"); err != nil {
+			failed.Add(1)
+			return
+		}
+		ok.Add(1)
+	})
+	waitUntil(t, 30*time.Second, "the herd writing", func() bool { return ok.Load() > 1000 })
+	before, began := api.total(), time.Now()
+	if _, _, err := pc.Switchover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := pc.WaitNewLeader(ctx, leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := ok.Load()
+	waitUntil(t, 30*time.Second, "the herd writing on "+nl.String(), func() bool { return ok.Load() > mark+1000 })
+	window := time.Since(began)
+	after := api.total()
+	herd.stop()
+	// At the refresh interval (3 s) and once per host failure or first
+	// waiter, with refreshes asked for while one is under way folded into
+	// it: a few per second at most, never one per caller.
+	limit := int64(window/time.Second)*3 + 6
+	for i := range after {
+		n := after[i] - before[i]
+		t.Logf("REST API %d: %d GET /cluster in %v of switchover with 1,000 writers", i, n, window.Round(time.Millisecond))
+		if n > limit {
+			t.Errorf("REST API %d got %d requests in %v, want at most %d", i, n, window.Round(time.Millisecond), limit)
+		}
+	}
+	t.Logf("writes: %d acknowledged, %d failed (in flight at the switchover)", ok.Load(), failed.Load())
+}
