@@ -164,3 +164,60 @@ func patroniHerd(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
 	}
 	t.Logf("writes: %d acknowledged, %d failed (in flight at the switchover)", ok.Load(), failed.Load())
 }
+
+// patroniMembership: a member that leaves the cluster is drained and
+// closed; once back, it takes reads through the Reader.
+func patroniMembership(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
+	if err := pc.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := pc.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sync, err := pc.SyncStandby(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *pgtest.PatroniMember
+	for _, x := range pc.Members() {
+		if x != leader && x != sync {
+			m = x
+		}
+	}
+	api := newAPIProxies(t, pc)
+	pool := newPool(t, ctx, leader.ConnString(api.param()+"&patroni_refresh_interval=500ms&pin_after_write=0"))
+	listed := func() bool {
+		for _, h := range pool.Stat().Hosts() {
+			if h.Addr == m.Addr() {
+				return true
+			}
+		}
+		return false
+	}
+	waitUntil(t, 10*time.Second, "every member found", func() bool { return hostCount(pool) == len(pc.Members()) })
+	if err := pc.KillMember(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	// Its key in the DCS outlives it by up to the ttl.
+	waitUntil(t, 60*time.Second, m.String()+" gone from the Pool", func() bool { return !listed() })
+	var failed atomic.Int64
+	readers := startLoop(t, 4, func() {
+		var one int
+		if err := pool.Reader().QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			failed.Add(1)
+		}
+	})
+	if err := pc.RestartMember(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 90*time.Second, m.String()+" back and taking reads", func() bool {
+		port, err := readerPort(ctx, pool)
+		return err == nil && port == m.Port()
+	})
+	readers.stop()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d reads failed while the member came back", n)
+	}
+	t.Logf("%s left the Pool when it left the cluster, and took reads once back", m)
+}
