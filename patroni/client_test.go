@@ -412,6 +412,25 @@ func TestClientMetrics(t *testing.T) {
 	if _, err := c2.Cluster(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	got := collect(t, reader)
+	want := map[string]int64{
+		"pgfailover.patroni.requests/ok":    1,
+		"pgfailover.patroni.requests/error": 1,
+		"pgfailover.patroni.errors":         1,
+		"pgfailover.patroni.duration":       2,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
+// collect reads every counter and histogram of reader: a counter's total
+// under its name (and name/outcome when it has that attribute), a
+// histogram's count of records under its name.
+func collect(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
@@ -435,15 +454,5 @@ func TestClientMetrics(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int64{
-		"pgfailover.patroni.requests/ok":    1,
-		"pgfailover.patroni.requests/error": 1,
-		"pgfailover.patroni.errors":         1,
-		"pgfailover.patroni.duration":       2,
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
-		}
-	}
+	return got
 }

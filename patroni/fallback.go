@@ -3,7 +3,6 @@ package patroni
 import (
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -73,12 +72,7 @@ var reasonNames = [...]string{
 }
 
 // String returns "refused", "socket", "timeout", "startup" or "auth".
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return "Reason(" + strconv.Itoa(int(r)) + ")"
-}
+func (r Reason) String() string { return enumName(reasonNames[:], int(r), "Reason") }
 
 // FallsBack reports whether a failure of the local server for this reason
 // sends new connections elsewhere: every reason but ReasonAuth, since a
@@ -101,12 +95,7 @@ const (
 var actionNames = [...]string{UseLocal: "use-local", UseFallback: "use-fallback", Discover: "discover"}
 
 // String returns "use-local", "use-fallback" or "discover".
-func (a Action) String() string {
-	if int(a) < len(actionNames) {
-		return actionNames[a]
-	}
-	return "Action(" + strconv.Itoa(int(a)) + ")"
-}
+func (a Action) String() string { return enumName(actionNames[:], int(a), "Action") }
 
 // Decision is where a new connection should go.
 type Decision struct {
