@@ -34,6 +34,42 @@ var (
 	ErrNoUsableMember = errors.New("no usable member in the answer")
 )
 
+// Error is returned by Client.Cluster when no URL gave a usable answer. It
+// lists every URL with its failure, in the order the failures came.
+type Error struct {
+	URLs []*URLError
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("patroni: no API gave a usable answer to GET /cluster")
+	for _, u := range e.URLs {
+		b.WriteString("\n")
+		b.WriteString(u.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the failure of each URL, for errors.Is and errors.As.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, len(e.URLs))
+	for i, u := range e.URLs {
+		errs[i] = u
+	}
+	return errs
+}
+
+// URLError is the failure of one API URL.
+type URLError struct {
+	// URL is the address asked, without its user info.
+	URL string
+	Err error
+}
+
+func (e *URLError) Error() string { return e.URL + ": " + e.Err.Error() }
+
+func (e *URLError) Unwrap() error { return e.Err }
+
 // ClientConfig configures a Client. Only URLs is required.
 type ClientConfig struct {
 	// URLs are the Patroni REST API addresses, http or https, such as
@@ -281,15 +317,15 @@ func (c *Client) round(ctx context.Context) (*Cluster, error) {
 		cancel() // first, so the requests still running end promptly
 		wg.Wait()
 	}()
-	errs := make([]error, 0, len(c.endpoints))
+	failed := &Error{}
 	for range c.endpoints {
 		a := <-answers
 		if a.err == nil {
 			return a.cluster, nil
 		}
-		errs = append(errs, a.err)
+		failed.URLs = append(failed.URLs, a.err.(*URLError))
 	}
-	return nil, fmt.Errorf("patroni: no API gave a usable answer to GET /cluster: %w", errors.Join(errs...))
+	return nil, failed
 }
 
 // get sends GET /cluster to one endpoint and decodes the answer.
@@ -298,7 +334,7 @@ func (c *Client) get(ctx context.Context, ep endpoint) (*Cluster, error) {
 	cl, err := c.fetch(ctx, ep)
 	c.tel.record(ctx, time.Since(start), err)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ep.url, err)
+		return nil, &URLError{URL: ep.url, Err: err}
 	}
 	return cl, nil
 }

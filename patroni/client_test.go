@@ -223,6 +223,15 @@ func TestClusterAllFail(t *testing.T) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}
 	}
+	perr, ok := errors.AsType[*Error](err)
+	if !ok || len(perr.URLs) != 2 {
+		t.Fatalf("want an *Error naming two URLs, got %#v", err)
+	}
+	for _, u := range perr.URLs {
+		if u.URL != dead+"/cluster" && u.URL != broken.URL+"/cluster" {
+			t.Errorf("URL %q", u.URL)
+		}
+	}
 	if strings.Contains(msg, secret) {
 		t.Errorf("the password is in the error: %s", msg)
 	}

@@ -118,6 +118,8 @@ type Plan struct {
 	Waves []Wave
 	// ConnectTimeout bounds each candidate's connect.
 	ConnectTimeout time.Duration
+	// Lifetime caps the life of the winner's connections.
+	Lifetime time.Duration
 	// Deadline is when the caller stops waiting, whatever is in flight.
 	Deadline time.Time
 }
@@ -256,7 +258,7 @@ func (f *Fallback) Plan(now time.Time) Plan {
 		}
 	}
 	slices.SortStableFunc(rest, func(a, b topology.Member) int { return fallbackRank(a) - fallbackRank(b) })
-	p := Plan{ConnectTimeout: f.cfg.ConnectTimeout, Deadline: now.Add(f.cfg.QueryWaitTimeout)}
+	p := Plan{ConnectTimeout: f.cfg.ConnectTimeout, Lifetime: f.cfg.Lifetime, Deadline: now.Add(f.cfg.QueryWaitTimeout)}
 	for _, w := range []Wave{first, rest} {
 		if len(w) > 0 {
 			p.Waves = append(p.Waves, w)

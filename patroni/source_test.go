@@ -363,7 +363,7 @@ func TestSourceRefreshAfterWatch(t *testing.T) {
 	h := newHarness(t, cluster3, SourceConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	// A Watch whose context has ended reads once, then returns.
+	// A Watch whose context has ended returns at once.
 	if err := h.src.Watch(ctx, func(topology.Topology) {}); err != nil {
 		t.Fatal(err)
 	}
