@@ -22,54 +22,6 @@ const (
 	DefaultMaxBody = 1 << 20
 )
 
-var (
-	// ErrBodyTooLarge is wrapped by the error of a URL whose answer is
-	// longer than ClientConfig.MaxBody.
-	ErrBodyTooLarge = errors.New("answer too large")
-	// ErrStatus is wrapped by the error of a URL that answered with a
-	// status other than 200.
-	ErrStatus = errors.New("unexpected HTTP status")
-	// ErrNoUsableMember is wrapped by the error of a URL whose answer
-	// lists no member that can be used.
-	ErrNoUsableMember = errors.New("no usable member in the answer")
-)
-
-// Error is returned by Client.Cluster when no URL gave a usable answer. It
-// lists every URL with its failure, in the order the failures came.
-type Error struct {
-	URLs []*URLError
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("patroni: no API gave a usable answer to GET /cluster")
-	for _, u := range e.URLs {
-		b.WriteString("\n")
-		b.WriteString(u.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns the failure of each URL, for errors.Is and errors.As.
-func (e *Error) Unwrap() []error {
-	errs := make([]error, len(e.URLs))
-	for i, u := range e.URLs {
-		errs[i] = u
-	}
-	return errs
-}
-
-// URLError is the failure of one API URL.
-type URLError struct {
-	// URL is the address asked, without its user info.
-	URL string
-	Err error
-}
-
-func (e *URLError) Error() string { return e.URL + ": " + e.Err.Error() }
-
-func (e *URLError) Unwrap() error { return e.Err }
-
 // ClientConfig configures a Client. Only URLs is required.
 type ClientConfig struct {
 	// URLs are the Patroni REST API addresses, http or https, such as
@@ -106,8 +58,8 @@ type Client struct {
 	own       *http.Transport // nil when the HTTP client is the caller's
 	tel       clientTelemetry
 
-	// mu guards current: the request in flight that callers share. No I/O
-	// happens while it is held.
+	// mu guards current, the round in flight that callers share, and the
+	// waiters count of every flight. No I/O happens while it is held.
 	mu      sync.Mutex
 	current *flight
 }
@@ -130,12 +82,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.HTTPClient != nil && cfg.TLS != nil {
 		return nil, errors.New("patroni: set TLS on the HTTPClient's transport, not in ClientConfig, when giving both")
 	}
-	c := &Client{timeout: cfg.Timeout, maxBody: cfg.MaxBody, http: cfg.HTTPClient}
-	if c.timeout == 0 {
-		c.timeout = DefaultTimeout
-	}
-	if c.maxBody == 0 {
-		c.maxBody = DefaultMaxBody
+	c := &Client{
+		timeout: cmpOr(cfg.Timeout, DefaultTimeout),
+		maxBody: cmpOr(cfg.MaxBody, DefaultMaxBody),
+		http:    cfg.HTTPClient,
 	}
 	for i, raw := range cfg.URLs {
 		ep, err := parseEndpoint(raw)
@@ -303,7 +253,7 @@ func (c *Client) round(ctx context.Context) (*Cluster, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	type answer struct {
 		cluster *Cluster
-		err     error
+		err     *URLError
 	}
 	answers := make(chan answer, len(c.endpoints)) // never blocks a sender
 	var wg sync.WaitGroup
@@ -323,13 +273,13 @@ func (c *Client) round(ctx context.Context) (*Cluster, error) {
 		if a.err == nil {
 			return a.cluster, nil
 		}
-		failed.URLs = append(failed.URLs, a.err.(*URLError))
+		failed.URLs = append(failed.URLs, a.err)
 	}
 	return nil, failed
 }
 
 // get sends GET /cluster to one endpoint and decodes the answer.
-func (c *Client) get(ctx context.Context, ep endpoint) (*Cluster, error) {
+func (c *Client) get(ctx context.Context, ep endpoint) (*Cluster, *URLError) {
 	start := time.Now() // for the duration metric, not for any decision
 	cl, err := c.fetch(ctx, ep)
 	c.tel.record(ctx, time.Since(start), err)
