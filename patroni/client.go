@@ -139,29 +139,6 @@ func parseEndpoint(raw string) (endpoint, error) {
 	return ep, nil
 }
 
-// redactRaw drops the user info of a URL that may not parse, for an error
-// message.
-func redactRaw(raw string) string {
-	rest := raw
-	scheme, after, ok := strings.Cut(raw, "://")
-	if ok {
-		rest = after
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return clip(raw)
-	}
-	rest = "redacted@" + rest[at+1:]
-	if ok {
-		rest = scheme + "://" + rest
-	}
-	return clip(rest)
-}
-
 // CloseIdleConnections closes the idle keep-alive connections of the
 // Client's own transport, ending their goroutines. A later Cluster opens
 // new ones. It leaves a ClientConfig.HTTPClient alone.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -464,4 +465,55 @@ func collect(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
 		}
 	}
 	return got
+}
+
+func TestPrintingHidesPasswords(t *testing.T) {
+	cfg := ClientConfig{URLs: []string{"http://app:" + secret + "@h:8008", "http://h2"}, User: "app", Password: secret}
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		for _, v := range []any{cfg, &cfg, c} {
+			if s := fmt.Sprintf(format, v); strings.Contains(s, secret) {
+				t.Errorf("%s of %T shows the password: %s", format, v, s)
+			}
+		}
+	}
+	if got := c.String(); got != "patroni.Client{URLs: [http://h:8008/cluster http://h2/cluster]}" {
+		t.Errorf("String() = %s", got)
+	}
+}
+
+// An answer with odd members is used for what it has.
+func TestClusterTolerant(t *testing.T) {
+	api := newFakeAPI(t, answer(`{"members":[
+ {"name":"a","role":"leader","state":"running","host":"h1","port":5432},
+ {"name":"b","role":"witness","state":"running","host":"h2","port":5432},
+ {"name":"c","role":"replica","state":"rebooting","host":"h3","port":5432,"lag":"lots"},
+ {"name":"d","role":"replica","state":"streaming","port":5432},
+ {"name":"e","role":"replica","state":"streaming","host":"h5","port":"x"}]}`))
+	c, _ := newTestClient(t, ClientConfig{URLs: []string{api.URL}})
+	cl, err := c.Cluster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range cl.Members {
+		got = append(got, fmt.Sprint(m.Name, " ", m.Role, " ", m.Claims()))
+	}
+	for _, is := range cl.Issues {
+		got = append(got, is.String())
+	}
+	want := []string{
+		"a leader primary",
+		"b unknown unknown",
+		"c replica unknown",
+		`member #2 "c": field lag ignored: want a byte count or "unknown", got a string "lots"`,
+		`member #3 "d" skipped: no host`,
+		`member #4 "e" skipped: port: want an integer, got a string "x"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
