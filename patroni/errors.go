@@ -15,6 +15,12 @@ var (
 	// ErrNoUsableMember is wrapped by the error of a URL whose answer
 	// lists no member that can be used.
 	ErrNoUsableMember = errors.New("no usable member in the answer")
+	// ErrNoMembers is Decode's error, or wrapped by it, when the answer
+	// has no members list.
+	ErrNoMembers = errors.New("patroni: the answer has no members list")
+	// ErrWatching is returned by Watch when another Watch of the same
+	// Source is running.
+	ErrWatching = errors.New("patroni: the Source is already being watched")
 )
 
 // Error is returned by Client.Cluster when no URL gave a usable answer. It

@@ -27,10 +27,6 @@ const (
 // reported once a minute, with the count of what was left unsaid.
 const warnEvery = time.Minute
 
-// ErrWatching is returned by Watch when another Watch of the same Source
-// is running.
-var ErrWatching = errors.New("patroni: the Source is already being watched")
-
 // SourceConfig configures a Source. Only Client is required.
 type SourceConfig struct {
 	Client *Client
