@@ -517,3 +517,19 @@ func TestClusterTolerant(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// An answer of exactly MaxBody bytes is read; one byte more is refused.
+func TestClusterBodyLimit(t *testing.T) {
+	body := string(readTestdata(t, "patroni-3.0.2-cluster.json"))
+	api := newFakeAPI(t, answer(body))
+	for _, tt := range []struct {
+		max     int64
+		tooLong bool
+	}{{int64(len(body)), false}, {int64(len(body)) - 1, true}} {
+		c, _ := newTestClient(t, ClientConfig{URLs: []string{api.URL}, MaxBody: tt.max})
+		_, err := c.Cluster(context.Background())
+		if errors.Is(err, ErrBodyTooLarge) != tt.tooLong || (err != nil) != tt.tooLong {
+			t.Errorf("MaxBody %d for %d bytes: %v", tt.max, len(body), err)
+		}
+	}
+}
