@@ -114,8 +114,13 @@ func (s *Source) Refresh() {
 // each Refresh, until ctx ends, and calls update with the complete member
 // list after the first good answer and after each answer that changes it.
 // While the API cannot be reached it reports nothing, so the last topology
-// stays in force. Watch returns nil once ctx ends, leaving no goroutine
-// behind, or ErrWatching at once when another Watch of s is running.
+// stays in force; an answer none of whose members is allowed counts as
+// no answer, for the same reason. Watch returns nil once ctx ends, leaving
+// no goroutine behind, or ErrWatching at once when another Watch of s is
+// running.
+//
+// The Client's idle keep-alive connections belong to the Client: close
+// them with Client.CloseIdleConnections when done with it.
 func (s *Source) Watch(ctx context.Context, update func(topology.Topology)) error {
 	if !s.watching.CompareAndSwap(false, true) {
 		return ErrWatching
