@@ -219,33 +219,36 @@ func (w *watch) members(ctx context.Context, cl *Cluster) []topology.Member {
 
 func firstN(s []string, n int) []string { return s[:min(n, len(s))] }
 
-// count feeds the discovered and removed counters.
+// count feeds the discovered and removed counters and logs the hosts
+// that came and went.
 func (w *watch) count(ctx context.Context, members []topology.Member) {
-	before := make(map[string]bool, len(w.last))
-	for _, m := range w.last {
-		before[m.Addr()] = true
+	added := addrsNotIn(members, w.last)
+	removed := addrsNotIn(w.last, members)
+	if len(added) > 0 {
+		w.tel.discovered.Add(ctx, int64(len(added)))
 	}
-	now := make(map[string]bool, len(members))
-	for _, m := range members {
-		now[m.Addr()] = true
+	if len(removed) > 0 {
+		w.tel.removed.Add(ctx, int64(len(removed)))
 	}
-	var added, removed int64
-	for a := range now {
-		if !before[a] {
-			added++
+	if len(added)+len(removed) > 0 {
+		w.logAttrs(ctx, slog.LevelInfo, "patroni: hosts changed",
+			slog.Any("added", added), slog.Any("removed", removed))
+	}
+}
+
+// addrsNotIn returns the addresses of the members of a that are not in b.
+func addrsNotIn(a, b []topology.Member) []string {
+	in := make(map[string]bool, len(b))
+	for _, m := range b {
+		in[m.Addr()] = true
+	}
+	var out []string
+	for _, m := range a {
+		if !in[m.Addr()] {
+			out = append(out, m.Addr())
 		}
 	}
-	for a := range before {
-		if !now[a] {
-			removed++
-		}
-	}
-	if added > 0 {
-		w.tel.discovered.Add(ctx, added)
-	}
-	if removed > 0 {
-		w.tel.removed.Add(ctx, removed)
-	}
+	return out
 }
 
 func (w *watch) unreachable(ctx context.Context, err error) {

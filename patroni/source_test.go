@@ -90,14 +90,15 @@ func (l *logBuffer) String() string {
 
 // harness runs a Source against a fake API on a fake clock.
 type harness struct {
-	t       *testing.T
-	api     *fakeAPI
-	body    *switchable
-	clock   *clock.Fake
-	logs    *logBuffer
-	src     *Source
-	updates chan topology.Topology
-	polls   int32 // requests seen by the last settle
+	t         *testing.T
+	api       *fakeAPI
+	transport *countingTransport
+	body      *switchable
+	clock     *clock.Fake
+	logs      *logBuffer
+	src       *Source
+	updates   chan topology.Topology
+	polls     int32 // requests seen by the last settle
 }
 
 const cluster3 = `{"members":[
@@ -109,7 +110,7 @@ func newHarness(t *testing.T, body string, cfg SourceConfig) *harness {
 	t.Helper()
 	h := &harness{t: t, body: &switchable{body: body}, clock: clock.NewFake(time.Unix(1e9, 0)), logs: &logBuffer{}}
 	h.api = newFakeAPI(t, h.body.serve)
-	cfg.Client, _ = newTestClient(t, ClientConfig{URLs: []string{withUser(h.api.URL)}})
+	cfg.Client, h.transport = newTestClient(t, ClientConfig{URLs: []string{withUser(h.api.URL)}})
 	cfg.Clock = h.clock
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	src, err := NewSource(cfg)
@@ -223,8 +224,32 @@ func TestSourceReportsChanges(t *testing.T) {
 			t.Fatalf("%s:\n%s\nwant:\n%s", st.name, got, st.want)
 		}
 	}
-	if h.logs.String() != "" {
-		t.Errorf("unexpected logs: %s", h.logs)
+	// Only the first answer brought new hosts; role changes are not logged.
+	if h.logs.count("msg=\"patroni: hosts changed\"") != 1 || h.logs.count("level=WARN") != 0 {
+		t.Errorf("logs: %s", h.logs)
+	}
+}
+
+// A Watch ended while a read hangs returns at once, its request ended.
+func TestSourceWatchEndsDuringRead(t *testing.T) {
+	h := newHarness(t, cluster3, SourceConfig{})
+	release := h.body.holdAnswers()
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.src.Watch(ctx, func(topology.Topology) {}) }()
+	waitFor(t, "the read to reach the API", func() bool { return h.api.requests.Load() == 1 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch did not return after its context ended")
+	}
+	if h.transport.active.Load() != 0 {
+		t.Fatal("a request still in progress after Watch returned")
 	}
 }
 
