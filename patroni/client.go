@@ -22,18 +22,6 @@ const (
 	DefaultMaxBody = 1 << 20
 )
 
-var (
-	// ErrBodyTooLarge is wrapped by the error of a URL whose answer is
-	// longer than ClientConfig.MaxBody.
-	ErrBodyTooLarge = errors.New("answer too large")
-	// ErrStatus is wrapped by the error of a URL that answered with a
-	// status other than 200.
-	ErrStatus = errors.New("unexpected HTTP status")
-	// ErrNoUsableMember is wrapped by the error of a URL whose answer
-	// lists no member that can be used.
-	ErrNoUsableMember = errors.New("no usable member in the answer")
-)
-
 // ClientConfig configures a Client. Only URLs is required.
 type ClientConfig struct {
 	// URLs are the Patroni REST API addresses, http or https, such as
@@ -70,8 +58,8 @@ type Client struct {
 	own       *http.Transport // nil when the HTTP client is the caller's
 	tel       clientTelemetry
 
-	// mu guards current: the request in flight that callers share. No I/O
-	// happens while it is held.
+	// mu guards current, the round in flight that callers share, and the
+	// waiters count of every flight. No I/O happens while it is held.
 	mu      sync.Mutex
 	current *flight
 }
@@ -94,12 +82,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.HTTPClient != nil && cfg.TLS != nil {
 		return nil, errors.New("patroni: set TLS on the HTTPClient's transport, not in ClientConfig, when giving both")
 	}
-	c := &Client{timeout: cfg.Timeout, maxBody: cfg.MaxBody, http: cfg.HTTPClient}
-	if c.timeout == 0 {
-		c.timeout = DefaultTimeout
-	}
-	if c.maxBody == 0 {
-		c.maxBody = DefaultMaxBody
+	c := &Client{
+		timeout: cmpOr(cfg.Timeout, DefaultTimeout),
+		maxBody: cmpOr(cfg.MaxBody, DefaultMaxBody),
+		http:    cfg.HTTPClient,
 	}
 	for i, raw := range cfg.URLs {
 		ep, err := parseEndpoint(raw)
@@ -151,29 +137,6 @@ func parseEndpoint(raw string) (endpoint, error) {
 	u.Fragment = ""
 	ep.url = u.String()
 	return ep, nil
-}
-
-// redactRaw drops the user info of a URL that may not parse, for an error
-// message.
-func redactRaw(raw string) string {
-	rest := raw
-	scheme, after, ok := strings.Cut(raw, "://")
-	if ok {
-		rest = after
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return clip(raw)
-	}
-	rest = "redacted@" + rest[at+1:]
-	if ok {
-		rest = scheme + "://" + rest
-	}
-	return clip(rest)
 }
 
 // CloseIdleConnections closes the idle keep-alive connections of the
@@ -267,7 +230,7 @@ func (c *Client) round(ctx context.Context) (*Cluster, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	type answer struct {
 		cluster *Cluster
-		err     error
+		err     *URLError
 	}
 	answers := make(chan answer, len(c.endpoints)) // never blocks a sender
 	var wg sync.WaitGroup
@@ -281,24 +244,24 @@ func (c *Client) round(ctx context.Context) (*Cluster, error) {
 		cancel() // first, so the requests still running end promptly
 		wg.Wait()
 	}()
-	errs := make([]error, 0, len(c.endpoints))
+	failed := &Error{}
 	for range c.endpoints {
 		a := <-answers
 		if a.err == nil {
 			return a.cluster, nil
 		}
-		errs = append(errs, a.err)
+		failed.URLs = append(failed.URLs, a.err)
 	}
-	return nil, fmt.Errorf("patroni: no API gave a usable answer to GET /cluster: %w", errors.Join(errs...))
+	return nil, failed
 }
 
 // get sends GET /cluster to one endpoint and decodes the answer.
-func (c *Client) get(ctx context.Context, ep endpoint) (*Cluster, error) {
+func (c *Client) get(ctx context.Context, ep endpoint) (*Cluster, *URLError) {
 	start := time.Now() // for the duration metric, not for any decision
 	cl, err := c.fetch(ctx, ep)
 	c.tel.record(ctx, time.Since(start), err)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ep.url, err)
+		return nil, &URLError{URL: ep.url, Err: err}
 	}
 	return cl, nil
 }

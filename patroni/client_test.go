@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -223,6 +224,15 @@ func TestClusterAllFail(t *testing.T) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}
 	}
+	perr, ok := errors.AsType[*Error](err)
+	if !ok || len(perr.URLs) != 2 {
+		t.Fatalf("want an *Error naming two URLs, got %#v", err)
+	}
+	for _, u := range perr.URLs {
+		if u.URL != dead+"/cluster" && u.URL != broken.URL+"/cluster" {
+			t.Errorf("URL %q", u.URL)
+		}
+	}
 	if strings.Contains(msg, secret) {
 		t.Errorf("the password is in the error: %s", msg)
 	}
@@ -412,6 +422,25 @@ func TestClientMetrics(t *testing.T) {
 	if _, err := c2.Cluster(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	got := collect(t, reader)
+	want := map[string]int64{
+		"pgfailover.patroni.requests/ok":    1,
+		"pgfailover.patroni.requests/error": 1,
+		"pgfailover.patroni.errors":         1,
+		"pgfailover.patroni.duration":       2,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
+// collect reads every counter and histogram of reader: a counter's total
+// under its name (and name/outcome when it has that attribute), a
+// histogram's count of records under its name.
+func collect(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
@@ -435,15 +464,72 @@ func TestClientMetrics(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int64{
-		"pgfailover.patroni.requests/ok":    1,
-		"pgfailover.patroni.requests/error": 1,
-		"pgfailover.patroni.errors":         1,
-		"pgfailover.patroni.duration":       2,
+	return got
+}
+
+func TestPrintingHidesPasswords(t *testing.T) {
+	cfg := ClientConfig{URLs: []string{"http://app:" + secret + "@h:8008", "http://h2"}, User: "app", Password: secret}
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		for _, v := range []any{cfg, &cfg, c} {
+			if s := fmt.Sprintf(format, v); strings.Contains(s, secret) {
+				t.Errorf("%s of %T shows the password: %s", format, v, s)
+			}
+		}
+	}
+	if got := c.String(); got != "patroni.Client{URLs: [http://h:8008/cluster http://h2/cluster]}" {
+		t.Errorf("String() = %s", got)
+	}
+}
+
+// An answer with odd members is used for what it has.
+func TestClusterTolerant(t *testing.T) {
+	api := newFakeAPI(t, answer(`{"members":[
+ {"name":"a","role":"leader","state":"running","host":"h1","port":5432},
+ {"name":"b","role":"witness","state":"running","host":"h2","port":5432},
+ {"name":"c","role":"replica","state":"rebooting","host":"h3","port":5432,"lag":"lots"},
+ {"name":"d","role":"replica","state":"streaming","port":5432},
+ {"name":"e","role":"replica","state":"streaming","host":"h5","port":"x"}]}`))
+	c, _ := newTestClient(t, ClientConfig{URLs: []string{api.URL}})
+	cl, err := c.Cluster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range cl.Members {
+		got = append(got, fmt.Sprint(m.Name, " ", m.Role, " ", m.Claims()))
+	}
+	for _, is := range cl.Issues {
+		got = append(got, is.String())
+	}
+	want := []string{
+		"a leader primary",
+		"b unknown unknown",
+		"c replica unknown",
+		`member #2 "c": field lag ignored: want a byte count or "unknown", got a string "lots"`,
+		`member #3 "d" skipped: no host`,
+		`member #4 "e" skipped: port: want an integer, got a string "x"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// An answer of exactly MaxBody bytes is read; one byte more is refused.
+func TestClusterBodyLimit(t *testing.T) {
+	body := string(readTestdata(t, "patroni-3.0.2-cluster.json"))
+	api := newFakeAPI(t, answer(body))
+	for _, tt := range []struct {
+		max     int64
+		tooLong bool
+	}{{int64(len(body)), false}, {int64(len(body)) - 1, true}} {
+		c, _ := newTestClient(t, ClientConfig{URLs: []string{api.URL}, MaxBody: tt.max})
+		_, err := c.Cluster(context.Background())
+		if errors.Is(err, ErrBodyTooLarge) != tt.tooLong || (err != nil) != tt.tooLong {
+			t.Errorf("MaxBody %d for %d bytes: %v", tt.max, len(body), err)
 		}
 	}
 }

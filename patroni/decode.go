@@ -3,7 +3,6 @@ package patroni
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -11,10 +10,6 @@ import (
 	"strconv"
 	"strings"
 )
-
-// ErrNoMembers is wrapped by Decode's error when the answer has no
-// members list.
-var ErrNoMembers = errors.New("patroni: the answer has no members list")
 
 // rawCluster and rawMember hold each field as raw JSON, so that a field of
 // the wrong type costs that field (or that member), not the whole answer.

@@ -3,7 +3,6 @@ package patroni
 import (
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -73,12 +72,7 @@ var reasonNames = [...]string{
 }
 
 // String returns "refused", "socket", "timeout", "startup" or "auth".
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return "Reason(" + strconv.Itoa(int(r)) + ")"
-}
+func (r Reason) String() string { return enumName(reasonNames[:], int(r), "Reason") }
 
 // FallsBack reports whether a failure of the local server for this reason
 // sends new connections elsewhere: every reason but ReasonAuth, since a
@@ -101,12 +95,7 @@ const (
 var actionNames = [...]string{UseLocal: "use-local", UseFallback: "use-fallback", Discover: "discover"}
 
 // String returns "use-local", "use-fallback" or "discover".
-func (a Action) String() string {
-	if int(a) < len(actionNames) {
-		return actionNames[a]
-	}
-	return "Action(" + strconv.Itoa(int(a)) + ")"
-}
+func (a Action) String() string { return enumName(actionNames[:], int(a), "Action") }
 
 // Decision is where a new connection should go.
 type Decision struct {
@@ -129,6 +118,8 @@ type Plan struct {
 	Waves []Wave
 	// ConnectTimeout bounds each candidate's connect.
 	ConnectTimeout time.Duration
+	// Lifetime caps the life of the winner's connections.
+	Lifetime time.Duration
 	// Deadline is when the caller stops waiting, whatever is in flight.
 	Deadline time.Time
 }
@@ -267,7 +258,7 @@ func (f *Fallback) Plan(now time.Time) Plan {
 		}
 	}
 	slices.SortStableFunc(rest, func(a, b topology.Member) int { return fallbackRank(a) - fallbackRank(b) })
-	p := Plan{ConnectTimeout: f.cfg.ConnectTimeout, Deadline: now.Add(f.cfg.QueryWaitTimeout)}
+	p := Plan{ConnectTimeout: f.cfg.ConnectTimeout, Lifetime: f.cfg.Lifetime, Deadline: now.Add(f.cfg.QueryWaitTimeout)}
 	for _, w := range []Wave{first, rest} {
 		if len(w) > 0 {
 			p.Waves = append(p.Waves, w)

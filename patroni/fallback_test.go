@@ -3,6 +3,7 @@ package patroni
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,4 +342,37 @@ func TestFallbackEnums(t *testing.T) {
 			t.Errorf("%v.FallsBack() = %v", r, r.FallsBack())
 		}
 	}
+}
+
+// Callers on many goroutines share one Fallback.
+func TestFallbackConcurrent(t *testing.T) {
+	f := newTestFallback(t, FallbackConfig{})
+	start := time.Unix(1e9, 0)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				now := start.Add(time.Duration(i) * time.Second)
+				switch d := f.Decide(now); d.Action {
+				case UseLocal:
+					f.LocalFailed(now, ReasonRefused)
+				case Discover:
+					for _, w := range f.Plan(now).Waves {
+						if len(w) > 0 && (g+i)%3 == 0 {
+							f.Won(w[0].Addr(), now)
+						} else if len(w) > 0 {
+							f.CandidateFailed(w[0].Addr(), now, ReasonTimeout)
+						}
+					}
+				case UseFallback:
+					if i%7 == 0 {
+						f.CandidateFailed(d.Addr, now, ReasonSocket)
+					}
+				}
+				f.SetMembers(fallbackMembers)
+				_ = f.State(now)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -87,8 +87,9 @@ func (m Member) Addr() string {
 }
 
 // Topology returns the member as a topology.Member. Its zone is the value
-// of the tag zoneTag ("" when it has none). Tags carries TagName, TagRole
-// and TagState, and TagNoFailover when set.
+// of the tag named zoneTag: "" when the member has no such tag or zoneTag
+// is "". Tags carries TagName, TagRole and TagState, and TagNoFailover
+// when set.
 func (m Member) Topology(zoneTag string) topology.Member {
 	role := m.RoleName
 	if m.Role != RoleUnknown {
@@ -98,10 +99,14 @@ func (m Member) Topology(zoneTag string) topology.Member {
 	if m.NoFailover {
 		tags[TagNoFailover] = "true"
 	}
+	zone := ""
+	if zoneTag != "" {
+		zone = m.Tags[zoneTag]
+	}
 	return topology.Member{
 		Host:          m.Host,
 		Port:          m.Port,
-		Zone:          m.Tags[zoneTag],
+		Zone:          zone,
 		Role:          m.Claims(),
 		NoLoadBalance: m.NoLoadBalance,
 		Tags:          tags,

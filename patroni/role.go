@@ -37,11 +37,14 @@ var roleNames = [...]string{
 }
 
 // String returns Patroni's spelling of r, or "unknown".
-func (r Role) String() string {
-	if int(r) < len(roleNames) {
-		return roleNames[r]
+func (r Role) String() string { return enumName(roleNames[:], int(r), "Role") }
+
+// enumName returns names[i], or "Type(i)" for a value with no name.
+func enumName(names []string, i int, typ string) string {
+	if i < len(names) {
+		return names[i]
 	}
-	return "Role(" + strconv.Itoa(int(r)) + ")"
+	return typ + "(" + strconv.Itoa(i) + ")"
 }
 
 // ParseRole turns Patroni's spelling of a role into a Role. It accepts

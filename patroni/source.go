@@ -27,10 +27,6 @@ const (
 // reported once a minute, with the count of what was left unsaid.
 const warnEvery = time.Minute
 
-// ErrWatching is returned by Watch when another Watch of the same Source
-// is running.
-var ErrWatching = errors.New("patroni: the Source is already being watched")
-
 // SourceConfig configures a Source. Only Client is required.
 type SourceConfig struct {
 	Client *Client
@@ -118,8 +114,13 @@ func (s *Source) Refresh() {
 // each Refresh, until ctx ends, and calls update with the complete member
 // list after the first good answer and after each answer that changes it.
 // While the API cannot be reached it reports nothing, so the last topology
-// stays in force. Watch returns nil once ctx ends, leaving no goroutine
-// behind, or ErrWatching at once when another Watch of s is running.
+// stays in force; an answer none of whose members is allowed counts as
+// no answer, for the same reason. Watch returns nil once ctx ends, leaving
+// no goroutine behind, or ErrWatching at once when another Watch of s is
+// running.
+//
+// The Client's idle keep-alive connections belong to the Client: close
+// them with Client.CloseIdleConnections when done with it.
 func (s *Source) Watch(ctx context.Context, update func(topology.Topology)) error {
 	if !s.watching.CompareAndSwap(false, true) {
 		return ErrWatching
@@ -218,33 +219,36 @@ func (w *watch) members(ctx context.Context, cl *Cluster) []topology.Member {
 
 func firstN(s []string, n int) []string { return s[:min(n, len(s))] }
 
-// count feeds the discovered and removed counters.
+// count feeds the discovered and removed counters and logs the hosts
+// that came and went.
 func (w *watch) count(ctx context.Context, members []topology.Member) {
-	before := make(map[string]bool, len(w.last))
-	for _, m := range w.last {
-		before[m.Addr()] = true
+	added := addrsNotIn(members, w.last)
+	removed := addrsNotIn(w.last, members)
+	if len(added) > 0 {
+		w.tel.discovered.Add(ctx, int64(len(added)))
 	}
-	now := make(map[string]bool, len(members))
-	for _, m := range members {
-		now[m.Addr()] = true
+	if len(removed) > 0 {
+		w.tel.removed.Add(ctx, int64(len(removed)))
 	}
-	var added, removed int64
-	for a := range now {
-		if !before[a] {
-			added++
+	if len(added)+len(removed) > 0 {
+		w.logAttrs(ctx, slog.LevelInfo, "patroni: hosts changed",
+			slog.Any("added", added), slog.Any("removed", removed))
+	}
+}
+
+// addrsNotIn returns the addresses of the members of a that are not in b.
+func addrsNotIn(a, b []topology.Member) []string {
+	in := make(map[string]bool, len(b))
+	for _, m := range b {
+		in[m.Addr()] = true
+	}
+	var out []string
+	for _, m := range a {
+		if !in[m.Addr()] {
+			out = append(out, m.Addr())
 		}
 	}
-	for a := range before {
-		if !now[a] {
-			removed++
-		}
-	}
-	if added > 0 {
-		w.tel.discovered.Add(ctx, added)
-	}
-	if removed > 0 {
-		w.tel.removed.Add(ctx, removed)
-	}
+	return out
 }
 
 func (w *watch) unreachable(ctx context.Context, err error) {

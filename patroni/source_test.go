@@ -12,7 +12,6 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/topology"
@@ -91,14 +90,15 @@ func (l *logBuffer) String() string {
 
 // harness runs a Source against a fake API on a fake clock.
 type harness struct {
-	t       *testing.T
-	api     *fakeAPI
-	body    *switchable
-	clock   *clock.Fake
-	logs    *logBuffer
-	src     *Source
-	updates chan topology.Topology
-	polls   int32 // requests seen by the last settle
+	t         *testing.T
+	api       *fakeAPI
+	transport *countingTransport
+	body      *switchable
+	clock     *clock.Fake
+	logs      *logBuffer
+	src       *Source
+	updates   chan topology.Topology
+	polls     int32 // requests seen by the last settle
 }
 
 const cluster3 = `{"members":[
@@ -110,7 +110,7 @@ func newHarness(t *testing.T, body string, cfg SourceConfig) *harness {
 	t.Helper()
 	h := &harness{t: t, body: &switchable{body: body}, clock: clock.NewFake(time.Unix(1e9, 0)), logs: &logBuffer{}}
 	h.api = newFakeAPI(t, h.body.serve)
-	cfg.Client, _ = newTestClient(t, ClientConfig{URLs: []string{withUser(h.api.URL)}})
+	cfg.Client, h.transport = newTestClient(t, ClientConfig{URLs: []string{withUser(h.api.URL)}})
 	cfg.Clock = h.clock
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	src, err := NewSource(cfg)
@@ -192,38 +192,64 @@ func describe(t topology.Topology) string {
 func TestSourceReportsChanges(t *testing.T) {
 	h := newHarness(t, cluster3, SourceConfig{})
 	h.start()
-	want := "10.0.0.2:5432 primary z2 leader\n" +
-		"10.0.0.3:5432 replica z3 sync_standby noloadbalance\n" +
-		"10.0.0.1:5432 replica z1 replica"
-	if got := describe(h.next()); got != want {
-		t.Fatalf("first update:\n%s\nwant:\n%s", got, want)
+	steps := []struct {
+		name string
+		body string
+		want string // "" when nothing is reported
+	}{
+		{"first answer", cluster3, "10.0.0.2:5432 primary z2 leader\n" +
+			"10.0.0.3:5432 replica z3 sync_standby noloadbalance\n" +
+			"10.0.0.1:5432 replica z1 replica"},
+		{"the same answer again", cluster3, ""},
+		{"switchover", strings.NewReplacer(`"leader"`, `"replica"`, `"sync_standby"`, `"leader"`).Replace(cluster3),
+			"10.0.0.3:5432 primary z3 leader noloadbalance\n" +
+				"10.0.0.1:5432 replica z1 replica\n" +
+				"10.0.0.2:5432 replica z2 replica"},
+		// A member that stops is kept, without its claimed role.
+		{"a member stops", strings.Replace(cluster3, `"state":"streaming","host":"10.0.0.1"`, `"state":"stopped","host":"10.0.0.1"`, 1),
+			"10.0.0.2:5432 primary z2 leader\n" +
+				"10.0.0.3:5432 replica z3 sync_standby noloadbalance\n" +
+				"10.0.0.1:5432 unknown z1 replica"},
 	}
-
-	// The same answer is not reported again.
-	h.tick()
-	h.none()
-
-	// A switchover is.
-	h.body.set(strings.NewReplacer(`"leader"`, `"replica"`, `"sync_standby"`, `"leader"`).Replace(cluster3))
-	h.tick()
-	want = "10.0.0.3:5432 primary z3 leader noloadbalance\n" +
-		"10.0.0.1:5432 replica z1 replica\n" +
-		"10.0.0.2:5432 replica z2 replica"
-	if got := describe(h.next()); got != want {
-		t.Fatalf("after switchover:\n%s\nwant:\n%s", got, want)
+	for i, st := range steps {
+		if i > 0 {
+			h.body.set(st.body)
+			h.tick()
+		}
+		if st.want == "" {
+			h.none()
+			continue
+		}
+		if got := describe(h.next()); got != st.want {
+			t.Fatalf("%s:\n%s\nwant:\n%s", st.name, got, st.want)
+		}
 	}
-
-	// A member that stops is kept, without its claimed role.
-	h.body.set(strings.Replace(cluster3, `"state":"streaming","host":"10.0.0.1"`, `"state":"stopped","host":"10.0.0.1"`, 1))
-	h.tick()
-	want = "10.0.0.2:5432 primary z2 leader\n" +
-		"10.0.0.3:5432 replica z3 sync_standby noloadbalance\n" +
-		"10.0.0.1:5432 unknown z1 replica"
-	if got := describe(h.next()); got != want {
-		t.Fatalf("after a member stopped:\n%s\nwant:\n%s", got, want)
+	// Only the first answer brought new hosts; role changes are not logged.
+	if h.logs.count("msg=\"patroni: hosts changed\"") != 1 || h.logs.count("level=WARN") != 0 {
+		t.Errorf("logs: %s", h.logs)
 	}
-	if h.logs.String() != "" {
-		t.Errorf("unexpected logs: %s", h.logs)
+}
+
+// A Watch ended while a read hangs returns at once, its request ended.
+func TestSourceWatchEndsDuringRead(t *testing.T) {
+	h := newHarness(t, cluster3, SourceConfig{})
+	release := h.body.holdAnswers()
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.src.Watch(ctx, func(topology.Topology) {}) }()
+	waitFor(t, "the read to reach the API", func() bool { return h.api.requests.Load() == 1 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch did not return after its context ended")
+	}
+	if h.transport.active.Load() != 0 {
+		t.Fatal("a request still in progress after Watch returned")
 	}
 }
 
@@ -362,7 +388,7 @@ func TestSourceRefreshAfterWatch(t *testing.T) {
 	h := newHarness(t, cluster3, SourceConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	// A Watch whose context has ended reads once, then returns.
+	// A Watch whose context has ended returns at once.
 	if err := h.src.Watch(ctx, func(topology.Topology) {}); err != nil {
 		t.Fatal(err)
 	}
@@ -388,20 +414,7 @@ func TestSourceMetrics(t *testing.T) {
 		`,{"name":"d","role":"replica","state":"streaming","host":"10.0.0.5","port":5432}]}`)
 	h.tick()
 	h.next()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, p := range d.DataPoints {
-					got[m.Name] += p.Value
-				}
-			}
-		}
-	}
+	got := collect(t, reader)
 	if got["pgfailover.patroni.hosts.discovered"] != 5 || got["pgfailover.patroni.hosts.removed"] != 1 {
 		t.Fatalf("metrics %v, want 5 discovered (3 then 2) and 1 removed", got)
 	}
