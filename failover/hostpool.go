@@ -240,6 +240,9 @@ func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
 		return
 	}
 	p.tracker.ObserveFailure(h.addr, class)
+	if p.local != nil {
+		p.local.failed(h.addr, err)
+	}
 	p.refreshTopology()
 }
 

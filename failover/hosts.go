@@ -142,6 +142,9 @@ func (p *Pool) watch(src topology.Source, reported func()) {
 			members = []topology.Member{}
 		}
 		p.setHosts(members) // hosts that cannot be added are logged
+		if p.local != nil {
+			p.local.fb.SetMembers(members)
+		}
 		reported()
 	})
 	if err != nil && p.life.Err() == nil && p.cfg.Logger != nil {

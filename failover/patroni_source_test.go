@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,4 +221,109 @@ func patroniMembership(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 		t.Errorf("%d reads failed while the member came back", n)
 	}
 	t.Logf("%s left the Pool when it left the cluster, and took reads once back", m)
+}
+
+// patroniLocalFirst: with fallback_local, calls go to the connection
+// string's first host (here a replica, target any); when it dies they go
+// to the synchronous standby (the first wave), not to the leader, and no
+// read fails; once it is back and its cooldown is over, they return.
+func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
+	if err := pc.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := pc.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby, err := pc.SyncStandby(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var local *pgtest.PatroniMember
+	for _, x := range pc.Members() {
+		if x != leader && x != standby {
+			local = x
+		}
+	}
+	params := "patroni_api_urls=" + strings.Join(pc.APIURLs(), ",") +
+		"&target=any&fallback_local=on&fallback_cooldown=3s&fallback_lifetime=3s&health_probe_interval=200ms"
+	meters, _, pool := newObservedPool(t, ctx, local.ConnString(params))
+	fallbackHost := func() string {
+		for _, dp := range gauges(t, ctx, meters, "pgfailover.fallback.host") {
+			if v, ok := dp.Attributes.Value("pgfailover.host"); ok && dp.Value == 1 {
+				return v.AsString()
+			}
+		}
+		return ""
+	}
+	type read struct {
+		at   time.Time
+		port int
+		err  error
+	}
+	var mu sync.Mutex
+	var reads []read
+	readers := startLoop(t, 4, func() {
+		var port int
+		err := pool.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port)
+		mu.Lock()
+		reads = append(reads, read{time.Now(), port, err})
+		mu.Unlock()
+	})
+	onPort := func(port int, since time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range reads {
+			if r.err == nil && r.port == port && r.at.After(since) {
+				n++
+			}
+		}
+		return n
+	}
+	waitUntil(t, 10*time.Second, "reads on the local server", func() bool { return onPort(local.Port(), time.Time{}) > 100 })
+	killed := time.Now()
+	if err := pc.KillMember(ctx, local); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, "reads on the synchronous standby", func() bool { return onPort(standby.Port(), killed) > 100 })
+	if got := fallbackHost(); got != standby.Addr() {
+		t.Errorf("pgfailover.fallback.host shows %q while reads go to the fallback, want %s", got, standby.Addr())
+	}
+	if err := pc.RestartMember(ctx, local); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	waitUntil(t, 60*time.Second, "reads back on the local server", func() bool { return onPort(local.Port(), back) > 100 })
+	if got := fallbackHost(); got != "" {
+		t.Errorf("pgfailover.fallback.host shows %q once the local server is back", got)
+	}
+	readers.stop()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var onLeader, failed int
+	var firstOnSync, lastOnSync, firstBack time.Time
+	for _, r := range reads {
+		switch {
+		case r.err != nil:
+			failed++
+			t.Errorf("a read failed: %v", r.err)
+		case r.port == leader.Port():
+			onLeader++
+		case r.port == local.Port() && r.at.After(back) && firstBack.IsZero():
+			firstBack = r.at
+		case r.port == standby.Port():
+			if firstOnSync.IsZero() {
+				firstOnSync = r.at
+			}
+			lastOnSync = r.at
+		}
+	}
+	if onLeader > 0 {
+		t.Errorf("%d reads went to the leader; the fallback's first wave is the synchronous standby", onLeader)
+	}
+	t.Logf("%d reads, %d failed; local %s killed, first read on %s at kill+%v, reads back on the local server after its restart+%v (last on the standby at restart+%v)",
+		len(reads), failed, local.Name(), standby.Name(), firstOnSync.Sub(killed).Round(time.Millisecond),
+		firstBack.Sub(back).Round(time.Millisecond), lastOnSync.Sub(back).Round(time.Millisecond))
 }

@@ -90,6 +90,7 @@ func TestPatroni(t *testing.T) {
 	t.Run("APIUnreachable", func(t *testing.T) { patroniAPIUnreachable(t, ctx, pc) })
 	t.Run("Herd", func(t *testing.T) { patroniHerd(t, ctx, pc) })
 	t.Run("Membership", func(t *testing.T) { patroniMembership(t, ctx, pc) })
+	t.Run("LocalFirst", func(t *testing.T) { patroniLocalFirst(t, ctx, pc) })
 }
 
 // runPatroniScenario runs load through a new Pool, applies fault (which

@@ -29,6 +29,11 @@ func (pk picker) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (h *hos
 	if pk.reads != nil {
 		return pk.reads.next(s, hosts, c)
 	}
+	if lf := c.p.local; lf != nil && c.picker.reads == nil {
+		if h := lf.next(s, hosts, c); h != nil {
+			return h, false
+		}
+	}
 	for _, i := range s.Ranking(pk.target) {
 		if !s.Usable(i, pk.target) {
 			break // the ranking puts every usable host first

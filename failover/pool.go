@@ -34,6 +34,7 @@ type Pool struct {
 	tracker   *hosthealth.Tracker
 	lag       *lagBook // the replicas' freshness, from the probes
 	reader    *Reader
+	local     *localFirst // the local-first fallback; nil unless fallback_local
 	telemetry *telemetry
 
 	// hosts is the host table: one pool per host, by address. It is
@@ -124,6 +125,12 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if err := p.setHosts(nil); err != nil && len(p.hosts.Load().list) == 0 {
 		p.Close()
 		return nil, err
+	}
+	if cfg.patroni.fallbackLocal {
+		if p.local, err = newLocalFirst(p); err != nil {
+			p.Close()
+			return nil, err
+		}
 	}
 	if cfg.Topology == nil && len(cfg.patroni.apiURLs) > 0 {
 		src, err := p.patroniSource()

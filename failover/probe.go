@@ -274,6 +274,9 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 		if silent(r.err) {
 			h.socks.kill()
 		}
+		if p.local != nil && hosthealth.Classify(r.err) != hosthealth.NotFailover {
+			p.local.failed(h.addr, r.err)
+		}
 	} else {
 		h.socks.up()
 		p.observeRole(h, r.role)

@@ -1,0 +1,249 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/patroni"
+)
+
+// localFirst is the local-first fallback (fallback_local): the connection
+// string's first host is the local server and takes the Pool's calls;
+// when it fails, calls go to a fallback host found by racing the cluster's
+// synchronous standbys, then the other members, as a pooler beside the
+// server would. The decisions are patroni.Fallback's; this type does the
+// connecting and follows them.
+type localFirst struct {
+	p     *Pool
+	local string
+	fb    *patroni.Fallback
+
+	// mu guards round. No I/O while held.
+	mu    sync.Mutex
+	round chan struct{} // closed when the discovery round under way ends; nil when none runs
+}
+
+func newLocalFirst(p *Pool) (*localFirst, error) {
+	if len(p.cfg.Hosts) == 0 {
+		return nil, &ConfigError{Key: keyFallbackLocal, Msg: "needs the local server as the connection string's first host"}
+	}
+	s := p.cfg.patroni
+	fb, err := patroni.NewFallback(patroni.FallbackConfig{
+		Local:            p.cfg.Hosts[0].Addr(),
+		Cooldown:         s.fallbackCooldown,
+		ConnectTimeout:   s.fallbackConnectTimeout,
+		Lifetime:         s.fallbackLifetime,
+		QueryWaitTimeout: s.queryWait,
+	})
+	if err != nil {
+		return nil, &ConfigError{Key: keyFallbackLocal, Msg: err.Error(), Err: err}
+	}
+	return &localFirst{p: p, local: p.cfg.Hosts[0].Addr(), fb: fb}, nil
+}
+
+// next returns the host the fallback sends the call to, if it can take
+// the call now, or nil to let the ranking choose. When a discovery round is
+// due it starts one and waits for it, at most query_wait_timeout.
+func (lf *localFirst) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) *hostPool {
+	d := lf.fb.Decide(lf.p.clock.Now())
+	if d.Action == patroni.Discover {
+		lf.wait(c.ctx, lf.discover())
+		d = lf.fb.Decide(lf.p.clock.Now())
+	}
+	if d.Action == patroni.Discover || d.Addr == "" {
+		return nil
+	}
+	h := hosts.byAddr[d.Addr]
+	if h == nil || h.retired.Load() || c.heldBack(h) {
+		return nil
+	}
+	if i, ok := s.Lookup(d.Addr); !ok || !s.Usable(i, c.picker.target) {
+		return nil
+	}
+	return h
+}
+
+// wait waits for a discovery round to end, for query_wait_timeout, or for
+// ctx.
+func (lf *localFirst) wait(ctx context.Context, round <-chan struct{}) {
+	t := lf.p.clock.NewTimer(lf.p.cfg.patroni.queryWait)
+	defer t.Stop()
+	select {
+	case <-round:
+	case <-t.C():
+	case <-ctx.Done():
+	case <-lf.p.life.Done():
+	}
+}
+
+// discover starts a discovery round unless one runs, and returns a channel
+// closed when it ends. Every caller told to discover at once shares it.
+func (lf *localFirst) discover() <-chan struct{} {
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	if lf.round != nil {
+		return lf.round
+	}
+	done := make(chan struct{})
+	lf.round = done
+	lf.p.bg.Go(func() {
+		defer func() {
+			lf.mu.Lock()
+			lf.round = nil
+			lf.mu.Unlock()
+			close(done)
+		}()
+		lf.runRound()
+	})
+	return done
+}
+
+// runRound races the candidates of each wave in turn until one connects in
+// a role the Pool's target accepts.
+func (lf *localFirst) runRound() {
+	plan := lf.fb.Plan(lf.p.clock.Now())
+	ctx, cancel := context.WithTimeout(lf.p.life, plan.Timeout(lf.p.clock.Now()))
+	defer cancel()
+	for _, wave := range plan.Waves {
+		if winner := lf.race(ctx, wave, plan); winner != "" {
+			lf.won(winner)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// race connects to every candidate of wave at once and returns the first
+// to connect in a role the target accepts, or "".
+func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.Plan) string {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	table := lf.p.hosts.Load()
+	results := make(chan string, len(wave))
+	var wg sync.WaitGroup
+	for _, m := range wave {
+		h := table.byAddr[m.Addr()]
+		if h == nil {
+			results <- ""
+			continue
+		}
+		wg.Go(func() {
+			err := lf.p.tryConnect(ctx, h, plan.ConnectTimeout)
+			if err == nil {
+				results <- h.addr
+				return
+			}
+			if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
+				lf.p.telemetry.fallbackCandidateFailed(context.Background(), fallbackReason(err))
+				lf.fb.CandidateFailed(h.addr, lf.p.clock.Now(), fallbackReason(err))
+			}
+			results <- ""
+		})
+	}
+	defer wg.Wait()
+	for range wave {
+		if addr := <-results; addr != "" {
+			return addr
+		}
+	}
+	return ""
+}
+
+// won makes addr the fallback host, and cuts its connections once they
+// have lived fallback_lifetime, so that calls return to the local server
+// once the cluster settles.
+func (lf *localFirst) won(addr string) {
+	lf.fb.Won(addr, lf.p.clock.Now())
+	if lf.p.cfg.Logger != nil {
+		lf.p.cfg.Logger.Info("pgfailover: local server down; calls go to a fallback host", "local", lf.local, "host", addr)
+	}
+	h := lf.p.hosts.Load().byAddr[addr]
+	if h == nil {
+		return
+	}
+	lf.p.bg.Go(func() {
+		t := lf.p.clock.NewTimer(lf.p.cfg.patroni.fallbackLifetime)
+		defer t.Stop()
+		select {
+		case <-t.C():
+			h.pool.Reset()
+		case <-lf.p.life.Done():
+		}
+	})
+}
+
+// failed records that a call or probe failed on the host at addr.
+func (lf *localFirst) failed(addr string, err error) {
+	now := lf.p.clock.Now()
+	reason := fallbackReason(err)
+	switch {
+	case addr == lf.local:
+		lf.fb.LocalFailed(now, reason)
+	case lf.isActive(addr):
+		if lf.fb.CandidateFailed(addr, now, reason) {
+			lf.discover()
+		}
+	}
+}
+
+func (lf *localFirst) isActive(addr string) bool {
+	active, ok := lf.fb.Active(lf.p.clock.Now())
+	return ok && active == addr
+}
+
+// tryConnect opens one connection to h, checks the server's role against
+// the Pool's target, and closes it.
+func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cfg := h.dial.Copy()
+	if h.probe.beforeConnect != nil {
+		if err := h.probe.beforeConnect(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	cfg.DialFunc = h.socks.dialer(cfg.DialFunc, false)
+	conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	role, err := serverRole(ctx, conn)
+	if err != nil {
+		return err
+	}
+	p.observeRole(h, role)
+	if !p.cfg.Target.Accepts(role) {
+		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: p.cfg.Target}
+	}
+	return nil
+}
+
+// fallbackReason sorts a connect failure for the fallback's decisions.
+func fallbackReason(err error) patroni.Reason {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pgErr.Code {
+		case "28P01", "28000":
+			return patroni.ReasonAuth
+		}
+		return patroni.ReasonStartup
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return patroni.ReasonRefused
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
+		return patroni.ReasonTimeout
+	}
+	if _, ok := errors.AsType[*hosthealth.RoleError](err); ok {
+		return patroni.ReasonStartup // answering, but not in a role the target takes
+	}
+	return patroni.ReasonSocket
+}
