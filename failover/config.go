@@ -119,8 +119,9 @@ type Config struct {
 	// Replica holds how the Reader routes reads (see Reader).
 	Replica ReplicaConfig
 
-	// Reserved settings: parsed and checked (a bad value is an error), but
-	// nothing uses them yet, so they are not exported.
+	// patroni holds the patroni_*, fallback_* and query_wait_timeout
+	// settings. They are set from the connection string only; Topology
+	// takes a source built in code.
 	patroni patroniSettings
 
 	// templateTLS holds the connection variants pgconn derived for the
@@ -161,8 +162,9 @@ func (r ReplicaConfig) check(probeInterval time.Duration) error {
 	return nil
 }
 
-// patroniSettings are reserved for the Patroni topology source.
-// patroniSettings.parse reads and checks them.
+// patroniSettings configure the Patroni topology source NewWithConfig
+// builds, and the local-first fallback. patroniSettings.parse reads and
+// checks them.
 type patroniSettings struct {
 	apiURLs                []string          // patroni_api_urls, http or https URLs with a host
 	refresh                time.Duration     // patroni_refresh_interval, default 3s, > 0

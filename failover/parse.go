@@ -157,9 +157,7 @@ var fallbackKeys = []string{
 //	                                      dropped (Linux TCP_USER_TIMEOUT; ignored elsewhere);
 //	                                      0 = the operating system's default; >= 0
 //
-// The reserved keys are parsed and checked as the table says, so a bad
-// value is an error today, but nothing acts on them yet. Any other key
-// starting with fallback_ is an error. Durations are written
+// Any other key starting with fallback_ is an error. Durations are written
 // in Go syntax ("250ms", "2s", "1m30s") or as a bare whole number of
 // milliseconds ("250"). Keys are case-sensitive, as in pgx.
 //
