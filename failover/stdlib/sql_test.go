@@ -146,12 +146,17 @@ func TestOpenDBThroughKillAndPromote(t *testing.T) {
 			t.Errorf("acknowledged id %d is present %d times", id, count[id])
 		}
 	}
-	for i, err := range w.errs {
-		if i < 3 {
-			t.Logf("a write failed: %v", err)
+	// A write cut in flight says its outcome is unknown; no other failure
+	// is expected: new connections wait for the new primary.
+	unknown := 0
+	for _, err := range w.errs {
+		if errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+			unknown++
+			continue
 		}
+		t.Errorf("a write failed with something else than ErrCommitOutcomeUnknown: %v", err)
 	}
-	t.Logf("%d writes acknowledged, %d failed during the failover", len(w.acked), len(w.errs))
+	t.Logf("%d writes acknowledged, %d cut in flight (ErrCommitOutcomeUnknown)", len(w.acked), unknown)
 }
 
 func TestOpenDBAfterSwitchoverNoReadOnlyErrors(t *testing.T) {
