@@ -38,8 +38,8 @@ func TestCanInstall(t *testing.T) {
 		t.Error("root on Debian with apt-get cannot install")
 	}
 	for _, s := range []system{
-		{goos: "linux", ids: []string{"debian"}, aptGet: "/usr/bin/apt-get"},            // not root
-		{goos: "linux", root: true, ids: []string{"debian"}},                            // no apt-get
+		{goos: "linux", ids: []string{"debian"}, aptGet: "/usr/bin/apt-get"},             // not root
+		{goos: "linux", root: true, ids: []string{"debian"}},                             // no apt-get
 		{goos: "linux", root: true, ids: []string{"fedora"}, aptGet: "/usr/bin/apt-get"}, // not Debian
 		{goos: "darwin", root: true},
 	} {
