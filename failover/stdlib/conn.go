@@ -31,8 +31,9 @@ type conn struct {
 	// usable is the primary-following pgxpool's PrepareConn: the peek, the
 	// role and the host's state, without I/O beyond one peek syscall.
 	usable func(context.Context, *pgx.Conn) (bool, error)
-	addr   string // host:port of the server, for errors (no credentials)
-	inTx   bool   // a transaction begun through BeginTx is open
+	target hosthealth.Target // the Pool's
+	addr   string            // host:port of the server, for errors (no credentials)
+	inTx   bool              // a transaction begun through BeginTx is open
 }
 
 var _ interface {
@@ -102,16 +103,19 @@ func (c *conn) ResetSession(ctx context.Context) error {
 
 // IsValid tells database/sql, when a connection comes back from a call,
 // whether to keep it: not when it was closed (a cut, a FATAL), nor when its
-// server reported a role the Pool's target refuses or the Pool stopped
-// ranking its host usable. database/sql then closes it, which gives it back
-// to the pgxpool to be destroyed or checked again.
+// server reported a role the Pool's target refuses (in_hot_standby, which
+// a promoted or demoted server reports in answer to the next statement).
+// database/sql then closes it, which gives it back to the pgxpool to be
+// destroyed. It costs no system call: database/sql calls it after every
+// statement, and the peek runs before the connection is used again
+// (ResetSession, or pgxpool's own check).
 func (c *conn) IsValid() bool {
-	pc := c.Conn.Conn()
+	pc := c.Conn.Conn().PgConn()
 	if pc.IsClosed() {
 		return false
 	}
-	ok, err := c.usable(context.Background(), pc)
-	return ok && err == nil
+	role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby"))
+	return role == hosthealth.RoleUnknown || c.target.Accepts(role)
 }
 
 // meaning turns err, the failure of query on c, into what the Pool would

@@ -33,8 +33,8 @@
 // handed out, or reused by database/sql (ResetSession), only after a
 // non-blocking peek finds it alive and its host still usable for the
 // target, and database/sql keeps a connection after a call (IsValid) only
-// while it is open, its server has not reported a role the target refuses,
-// and the Pool still ranks its host usable.
+// while it is open and its server has not reported a role the target
+// refuses.
 //
 // A statement is never run again on another host once it was sent. What
 // its failure means is said as the Pool says it:

@@ -47,6 +47,7 @@ func connector(pool *failover.Pool) driver.Connector {
 	return &poolConnector{
 		inner:      pgxstdlib.GetPoolConnector(pp),
 		usable:     pp.Config().PrepareConn,
+		target:     cfg.Target,
 		attempts:   cfg.MaxAttempts,
 		backoff:    cfg.BackoffInitial,
 		backoffMax: cfg.BackoffMax,
@@ -60,6 +61,7 @@ type poolConnector struct {
 	// connection (the peek, the role, the host's state, and the user's
 	// own PrepareConn); conn runs it again before database/sql reuses one.
 	usable func(context.Context, *pgx.Conn) (bool, error)
+	target hosthealth.Target
 
 	// The Pool's failover_max_attempts and failover_backoff_* bound the
 	// connects of one Connect.
@@ -79,7 +81,7 @@ func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		dc, err := c.inner.Connect(ctx)
 		if err == nil {
 			pc := dc.(*pgxstdlib.Conn)
-			return &conn{Conn: pc, usable: c.usable, addr: pc.Conn().PgConn().Conn().RemoteAddr().String()}, nil
+			return &conn{Conn: pc, usable: c.usable, target: c.target, addr: pc.Conn().PgConn().Conn().RemoteAddr().String()}, nil
 		}
 		if attempt >= c.attempts || !hostRefused(err) {
 			return nil, err
