@@ -32,7 +32,6 @@ type conn struct {
 	// role and the host's state, without I/O beyond one peek syscall.
 	usable func(context.Context, *pgx.Conn) (bool, error)
 	target hosthealth.Target // the Pool's
-	addr   string            // host:port of the server, for errors (no credentials)
 	inTx   bool              // a transaction begun through BeginTx is open
 }
 
@@ -142,7 +141,7 @@ func (c *conn) meaning(ctx context.Context, query string, open bool, err error) 
 		err = errLostInFlight
 	}
 	if kind := classify(ctx.Err() != nil, c.inTx, query, err); kind != nil {
-		return &failover.HostError{Kind: kind, Addr: c.addr, Err: err}
+		return &failover.HostError{Kind: kind, Addr: c.addr(), Err: err}
 	}
 	return err
 }
@@ -151,6 +150,18 @@ func (c *conn) meaning(ctx context.Context, query string, open bool, err error) 
 // driver.ErrBadConn; it must not wrap driver.ErrBadConn, or database/sql
 // would run the statement again.
 var errLostInFlight = fmt.Errorf("the connection closed with the statement in flight: %w", pgconn.ErrConnClosed)
+
+// addr is host:port of c's server, for errors (never credentials). It is
+// computed only when an error needs it: formatting it costs allocations
+// that every statement would pay. A closed connection keeps its address.
+func (c *conn) addr() string {
+	if nc := c.Conn.Conn().PgConn().Conn(); nc != nil {
+		if a := nc.RemoteAddr(); a != nil {
+			return a.String()
+		}
+	}
+	return ""
+}
 
 // closed reports whether pgx has closed c's connection.
 func (c *conn) closed() bool { return c.Conn.Conn().IsClosed() }
@@ -240,16 +251,16 @@ func (t *tx) Commit() error {
 		// The connection was gone before COMMIT was sent: the server
 		// rolled the transaction back.
 		t.Tx.Rollback()
-		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: t.c.addr, Err: pgconn.ErrConnClosed}
+		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: t.c.addr(), Err: pgconn.ErrConnClosed}
 	}
 	err := t.Tx.Commit()
 	switch {
 	case err == nil:
 		return nil
 	case hosthealth.DidNotRun(err):
-		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: t.c.addr, Err: err}
+		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: t.c.addr(), Err: err}
 	case hosthealth.Classify(err) == hosthealth.Transport:
-		return &failover.HostError{Kind: failover.ErrCommitOutcomeUnknown, Addr: t.c.addr, Err: err}
+		return &failover.HostError{Kind: failover.ErrCommitOutcomeUnknown, Addr: t.c.addr(), Err: err}
 	}
 	return err // the server answered: a serialization failure, a deferred constraint
 }

@@ -80,8 +80,7 @@ func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	for attempt := 1; ; attempt++ {
 		dc, err := c.inner.Connect(ctx)
 		if err == nil {
-			pc := dc.(*pgxstdlib.Conn)
-			return &conn{Conn: pc, usable: c.usable, target: c.target, addr: pc.Conn().PgConn().Conn().RemoteAddr().String()}, nil
+			return &conn{Conn: dc.(*pgxstdlib.Conn), usable: c.usable, target: c.target}, nil
 		}
 		if attempt >= c.attempts || !hostRefused(err) {
 			return nil, err
