@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	pgxstdlib "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgfailover/pgfailover/failover"
@@ -16,27 +15,21 @@ import (
 
 // BenchmarkOpenDBQueryRowCPU measures the client's CPU time per
 // database/sql QueryRowContext("SELECT 1").Scan through pgx's
-// stdlib.OpenDBFromPool over a bare pgxpool and through this package's
-// OpenDB over a failover.Pool, against the same local server in one run
-// (cpu-ratio is ours over pgx's; see cpubench):
+// stdlib.OpenDBFromPool and through this package's OpenDB, both over the
+// same failover.Pool's PgxPool, in one run: the cost of this driver alone
+// (cpu-ratio is ours over pgx's; see cpubench). BenchmarkSQLOpenQueryRowCPU
+// compares the whole path with pgx's.
 //
 //	go test -run '^$' -bench QueryRowCPU -count 10 ./failover/stdlib/ > cpu.txt
 //	benchstat -col /driver cpu.txt
 func BenchmarkOpenDBQueryRowCPU(b *testing.B) {
-	ctx := context.Background()
 	c := pgtest.Start(b, pgtest.Options{})
-	dsn := c.Primary().ConnString("pool_max_conns=4")
-	bare, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(bare.Close)
-	pool, err := failover.New(ctx, dsn)
+	pool, err := failover.New(context.Background(), c.Primary().ConnString("pool_max_conns=4"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	pgxDB := pgxstdlib.OpenDBFromPool(bare)
+	pgxDB := pgxstdlib.OpenDBFromPool(pool.PgxPool())
 	b.Cleanup(func() { pgxDB.Close() })
 	ourDB := stdlib.OpenDB(pool)
 	b.Cleanup(func() { ourDB.Close() })
@@ -44,9 +37,11 @@ func BenchmarkOpenDBQueryRowCPU(b *testing.B) {
 }
 
 // BenchmarkSQLOpenQueryRowCPU is BenchmarkOpenDBQueryRowCPU for the DBs
-// sql.Open("pgx", dsn) and sql.Open("pgfailover", dsn) give, which keep
-// idle connections in database/sql (ResetSession and IsValid run on every
-// statement).
+// sql.Open("pgx", dsn) and sql.Open("pgfailover", dsn) give on the same
+// server: pgx's driver on its own connections beside this one on a
+// failover.Pool, with database/sql keeping idle connections (ResetSession
+// and IsValid run on every statement). The difference is the whole cost of
+// the path, the peek before each reuse included.
 func BenchmarkSQLOpenQueryRowCPU(b *testing.B) {
 	c := pgtest.Start(b, pgtest.Options{})
 	dsn := c.Primary().ConnString("")

@@ -14,17 +14,25 @@ import (
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
-// openDB returns a *sql.DB over a new Pool on c, both closed when the test
-// ends, with the table cut (id int PRIMARY KEY) created and replicated.
-func openDB(t *testing.T, ctx context.Context, c *pgtest.Cluster) *sql.DB {
+// openDB returns a *sql.DB over a new Pool on dsn, both closed when the
+// test ends.
+func openDB(t *testing.T, ctx context.Context, dsn string) *sql.DB {
 	t.Helper()
-	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=4"))
+	pool, err := failover.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	db := stdlib.OpenDB(pool)
 	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// openCutDB is openDB on c, with the table cut (id int PRIMARY KEY)
+// created and replicated.
+func openCutDB(t *testing.T, ctx context.Context, c *pgtest.Cluster) *sql.DB {
+	t.Helper()
+	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
 	if _, err := db.ExecContext(ctx, "CREATE TABLE cut (id int PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +90,7 @@ func count(t *testing.T, ctx context.Context, n *pgtest.Node, id int) int {
 func TestCutWriteDuringKillAndPromote(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	db := openDB(t, ctx, c)
+	db := openCutDB(t, ctx, c)
 	old, next := c.Primary(), c.Nodes()[1]
 
 	// A lock held on the old primary keeps the INSERT in flight there.
@@ -133,7 +141,7 @@ func TestCutWriteDuringKillAndPromote(t *testing.T) {
 func TestCutCommitRanOnce(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1, SyncReplication: true})
-	db := openDB(t, ctx, c)
+	db := openCutDB(t, ctx, c)
 	primary := c.Primary()
 	if err := c.Replicas()[0].Stop(ctx, pgtest.Immediate); err != nil {
 		t.Fatal(err)

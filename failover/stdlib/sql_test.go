@@ -94,13 +94,7 @@ func (w *writers) okCount() int {
 func TestOpenDBThroughKillAndPromote(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
-	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=4"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDB(pool)
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
 
 	w := startWriters(t, ctx, db, 3)
 	waitUntil(t, 30*time.Second, "writes before the failover", func() bool { return w.okCount() >= 50 })
@@ -162,13 +156,7 @@ func TestOpenDBThroughKillAndPromote(t *testing.T) {
 func TestOpenDBAfterSwitchoverNoReadOnlyErrors(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=4"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDB(pool)
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
 
 	w := startWriters(t, ctx, db, 3)
 	waitUntil(t, 30*time.Second, "writes before the switchover", func() bool { return w.okCount() >= 50 })
