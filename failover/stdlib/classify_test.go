@@ -37,6 +37,8 @@ func TestClassify(t *testing.T) {
 		{"statement in a transaction cut", false, true, insert, eof, failover.ErrTxInterrupted},
 		{"read in a transaction cut", false, true, sel, terminated, failover.ErrTxInterrupted},
 		{"statement in a transaction refused", false, true, insert, unique, nil},
+		{"COMMIT sent as a statement cut", false, true, "COMMIT", eof, failover.ErrCommitOutcomeUnknown},
+		{"BEGIN and a write in one text cut", false, false, "BEGIN; INSERT INTO t VALUES (1); COMMIT", eof, failover.ErrCommitOutcomeUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := classify(tc.callerDone, tc.inTx, tc.query, tc.err); !errors.Is(got, tc.want) || (got == nil) != (tc.want == nil) {

@@ -32,7 +32,6 @@ type conn struct {
 	// role and the host's state, without I/O beyond one peek syscall.
 	usable func(context.Context, *pgx.Conn) (bool, error)
 	target hosthealth.Target // the Pool's
-	inTx   bool              // a transaction begun through BeginTx is open
 }
 
 var _ interface {
@@ -49,20 +48,20 @@ var _ interface {
 
 // ExecContext runs query and names what a failure means for the caller.
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	open := !c.closed()
+	at := c.state()
 	res, err := c.Conn.ExecContext(ctx, query, args)
-	return res, c.meaning(ctx, query, open, err)
+	return res, c.meaning(ctx, query, at, err)
 }
 
 // QueryContext runs query; a failure before its first row, or while its
 // rows are read, is named as for ExecContext.
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	open := !c.closed()
+	at := c.state()
 	r, err := c.Conn.QueryContext(ctx, query, args)
 	if err != nil {
-		return nil, c.meaning(ctx, query, open, err)
+		return nil, c.meaning(ctx, query, at, err)
 	}
-	return &rows{Rows: r.(*pgxstdlib.Rows), c: c, ctx: ctx, query: query}, nil
+	return &rows{Rows: r.(*pgxstdlib.Rows), c: c, ctx: ctx, query: query, at: at}, nil
 }
 
 // PrepareContext returns a statement whose Exec and Query go through c,
@@ -83,7 +82,6 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	if err != nil {
 		return nil, err
 	}
-	c.inTx = true
 	return &tx{Tx: t, c: c}, nil
 }
 
@@ -117,16 +115,27 @@ func (c *conn) IsValid() bool {
 	return role == hosthealth.RoleUnknown || c.target.Accepts(role)
 }
 
+// before is the state of a connection when a statement was handed to pgx.
+type before struct {
+	open bool // pgx had not closed the connection
+	inTx bool // a transaction was open (begun by BeginTx or by the SQL)
+}
+
+func (c *conn) state() before {
+	pc := c.Conn.Conn().PgConn()
+	return before{open: !pc.IsClosed(), inTx: pc.TxStatus() != 'I'}
+}
+
 // meaning turns err, the failure of query on c, into what the Pool would
-// return for it. open says whether the connection was open when query was
-// handed to pgx. driver.ErrBadConn, when nothing was sent, and anything
-// the server answered, pass through unchanged.
-func (c *conn) meaning(ctx context.Context, query string, open bool, err error) error {
+// return for it; at is the connection's state before query was sent.
+// driver.ErrBadConn, when nothing was sent, and anything the server
+// answered, pass through unchanged.
+func (c *conn) meaning(ctx context.Context, query string, at before, err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, driver.ErrBadConn) {
-		if !open || !c.closed() {
+		if !at.open || !c.closed() {
 			// Closed before the call, or a context that had ended, or a
 			// busy connection: nothing was sent.
 			return err
@@ -140,7 +149,7 @@ func (c *conn) meaning(ctx context.Context, query string, open bool, err error) 
 		// the call is that case: the statement may have run.
 		err = errLostInFlight
 	}
-	if kind := classify(ctx.Err() != nil, c.inTx, query, err); kind != nil {
+	if kind := classify(ctx.Err() != nil, at.inTx, query, err); kind != nil {
 		return &failover.HostError{Kind: kind, Addr: c.addr(), Err: err}
 	}
 	return err
@@ -174,14 +183,16 @@ func (c *conn) closed() bool { return c.Conn.Conn().IsClosed() }
 //     (a constraint, a syntax error), is returned as is;
 //   - inside a transaction, a connection lost mid-statement took the
 //     whole transaction with it: failover.ErrTxInterrupted, since nothing
-//     was committed;
+//     was committed; unless the statement was COMMIT (or another
+//     transaction control statement), whose outcome is unknown;
 //   - outside one, a statement that only reads (sqlclass.ReplaySafe) lost
 //     nothing but its answer, and keeps pgx's error; anything else may
 //     have committed before the cut: failover.ErrCommitOutcomeUnknown.
 //
 // The connection is lost when the error is a transport failure (EOF, a
 // reset, FATAL 57P01 in answer to the statement), or when the caller's
-// context ended (callerDone) with the statement in flight.
+// context ended (callerDone) with the statement in flight. The SQL is
+// classified only here, after a failure.
 func classify(callerDone, inTx bool, query string, err error) error {
 	if hosthealth.DidNotRun(err) {
 		return nil
@@ -190,9 +201,9 @@ func classify(callerDone, inTx bool, query string, err error) error {
 	switch {
 	case !cut:
 		return nil
-	case inTx:
+	case inTx && sqlclass.Classify(query).Kind != sqlclass.TxControl:
 		return failover.ErrTxInterrupted
-	case sqlclass.ReplaySafe(query):
+	case !inTx && sqlclass.ReplaySafe(query):
 		return nil
 	}
 	return failover.ErrCommitOutcomeUnknown
@@ -213,6 +224,7 @@ type rows struct {
 	c     *conn
 	ctx   context.Context
 	query string
+	at    before
 }
 
 func (r *rows) Next(dest []driver.Value) error {
@@ -220,7 +232,7 @@ func (r *rows) Next(dest []driver.Value) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	return r.c.meaning(r.ctx, r.query, true, err)
+	return r.c.meaning(r.ctx, r.query, r.at, err)
 }
 
 // stmt is pgx's prepared statement, run through its conn.
@@ -246,7 +258,6 @@ type tx struct {
 }
 
 func (t *tx) Commit() error {
-	t.c.inTx = false
 	if t.c.closed() {
 		// The connection was gone before COMMIT was sent: the server
 		// rolled the transaction back.
@@ -265,7 +276,4 @@ func (t *tx) Commit() error {
 	return err // the server answered: a serialization failure, a deferred constraint
 }
 
-func (t *tx) Rollback() error {
-	t.c.inTx = false
-	return t.Tx.Rollback()
-}
+func (t *tx) Rollback() error { return t.Tx.Rollback() }

@@ -201,3 +201,46 @@ func TestCutCommitRanOnce(t *testing.T) {
 		t.Errorf("the transaction's row is there %d times, want 1", n)
 	}
 }
+
+// TestCutStatementInTransaction terminates the session of a transaction
+// while one of its INSERTs waits for a lock: the server rolled the whole
+// transaction back, so the error wraps ErrTxInterrupted (not an unknown
+// outcome), and nothing of it is on the server.
+func TestCutStatementInTransaction(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	db := openCutDB(t, ctx, c)
+	lock := connect(t, ctx, c.Primary())
+	if _, err := lock.Exec(ctx, "BEGIN; LOCK TABLE cut IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tx.ExecContext(ctx, "INSERT INTO cut (id) VALUES (1)")
+		done <- err
+	}()
+	watch := connect(t, ctx, c.Primary())
+	var pids []int
+	waitUntil(t, 30*time.Second, "the INSERT waiting for the lock", func() bool {
+		pids = waitingBackends(t, ctx, watch, "Lock")
+		return len(pids) == 1
+	})
+	if _, err := watch.Exec(ctx, "SELECT pg_terminate_backend($1)", pids[0]); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if !errors.Is(err, failover.ErrTxInterrupted) || errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+		t.Fatalf("the cut INSERT in a transaction returned %v, want ErrTxInterrupted", err)
+	}
+	tx.Rollback()
+	if _, err := lock.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, ctx, c.Primary(), 1); n != 0 {
+		t.Fatalf("the interrupted transaction's row is there %d times", n)
+	}
+}
