@@ -70,7 +70,8 @@ type Listener struct {
 
 // Listen takes a session from the Pool for the Listener and LISTENs on each
 // channel in it. The session is the Listener's own: it is taken out of the
-// Pool (it does not count against pool_max_conns) and closed by Close.
+// Pool (it does not count against pool_max_conns, and Pool.Close does not
+// close it) and closed by Close; close the Listener before the Pool.
 func (p *Pool) Listen(ctx context.Context, channels ...string) (*Listener, error) {
 	if len(channels) == 0 {
 		return nil, errors.New("pgfailover: Listen needs at least one channel")
