@@ -10,10 +10,21 @@ import (
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
-// TestListenAcrossFailover listens on the primary, kills it and promotes
-// the replica: the next Next reports the gap with its times and the new
-// server, and a notification sent after the failover is received.
+// TestListenAcrossFailover listens on the primary, loses it (killed and a
+// replica promoted, or switched over and rejoined as a standby): the next
+// Next reports the gap with its times and the new server, and a
+// notification sent after the failover is received.
 func TestListenAcrossFailover(t *testing.T) {
+	drills := map[string]func(*pgtest.Cluster, context.Context, *pgtest.Node) error{
+		"kill and promote": (*pgtest.Cluster).Failover,
+		"switchover":       (*pgtest.Cluster).Switchover,
+	}
+	for name, drill := range drills {
+		t.Run(name, func(t *testing.T) { testListenAcross(t, drill) })
+	}
+}
+
+func testListenAcross(t *testing.T, drill func(*pgtest.Cluster, context.Context, *pgtest.Node) error) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=2"))
@@ -39,8 +50,8 @@ func TestListenAcrossFailover(t *testing.T) {
 	receive("before")
 
 	next := c.Nodes()[1]
-	killed := time.Now()
-	if err := c.Failover(ctx, next); err != nil {
+	lost := time.Now()
+	if err := drill(c, ctx, next); err != nil {
 		t.Fatal(err)
 	}
 	_, err = l.Next(ctx)
@@ -51,8 +62,8 @@ func TestListenAcrossFailover(t *testing.T) {
 	if gap.Addr != next.Addr() {
 		t.Errorf("listening again on %s, want the new primary %s", gap.Addr, next.Addr())
 	}
-	if gap.Since.After(killed) || gap.Lost.Before(killed) || gap.Regained.Before(gap.Lost) {
-		t.Errorf("gap since %v, lost %v, regained %v; the primary was killed at %v", gap.Since, gap.Lost, gap.Regained, killed)
+	if gap.Since.After(lost) || gap.Lost.Before(lost) || gap.Regained.Before(gap.Lost) {
+		t.Errorf("gap since %v, lost %v, regained %v; the primary was lost at %v", gap.Since, gap.Lost, gap.Regained, lost)
 	}
 	if gap.Cause == nil {
 		t.Error("the gap has no cause")
