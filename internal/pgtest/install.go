@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // BinDirEnv names the environment variable that points pgtest at the
@@ -162,10 +163,17 @@ func installLock() (func(), error) {
 	return func() { f.Close() }, nil
 }
 
+// aptTimeout bounds one install. The caller's deadline does not: killing
+// apt-get halfway leaves dpkg interrupted, to be repaired by hand, and the
+// next caller would only start the install again.
+const aptTimeout = 10 * time.Minute
+
 // aptInstall installs p with apt-get, keeping the packages from starting
 // their services (a default PostgreSQL cluster, etcd, Patroni): the tests
 // run their own, on their own ports.
 func aptInstall(ctx context.Context, sys system, p packages, progress io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), aptTimeout)
+	defer cancel()
 	const policy = "/usr/sbin/policy-rc.d"
 	if _, err := os.Stat(policy); os.IsNotExist(err) {
 		if err := os.WriteFile(policy, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {
