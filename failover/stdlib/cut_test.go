@@ -244,3 +244,21 @@ func TestCutStatementInTransaction(t *testing.T) {
 		t.Fatalf("the interrupted transaction's row is there %d times", n)
 	}
 }
+
+// TestCallerDeadlineDuringWrite: a write still running when the caller's
+// context ends may yet commit on the server, so its error wraps both
+// ErrCommitOutcomeUnknown and the context's error; the next write works.
+func TestCallerDeadlineDuringWrite(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	db := openCutDB(t, ctx, c)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err := db.ExecContext(short, "INSERT INTO cut SELECT 1 FROM pg_sleep(30)")
+	if !errors.Is(err, failover.ErrCommitOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the write the caller gave up on returned %v, want ErrCommitOutcomeUnknown and the deadline", err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO cut VALUES (2)"); err != nil {
+		t.Fatalf("the next write: %v", err)
+	}
+}
