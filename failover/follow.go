@@ -55,7 +55,10 @@ type follower struct {
 // Nothing is replayed: a statement whose connection fails returns pgx's
 // own error, exactly as a plain pgxpool would, and a write cut in flight
 // is not reported as ErrCommitOutcomeUnknown. Use the Pool's own methods
-// for statement-level failover.
+// for statement-level failover. For database/sql, use failover/stdlib
+// rather than pgx's stdlib.OpenDBFromPool on this pool: pgx's stdlib turns
+// a connection closed in the middle of a statement into driver.ErrBadConn,
+// and database/sql then runs the statement again, a write included.
 //
 // The pool is built on first use, once, from the Pool's Config (pool_*
 // settings and hooks as for each host's pool; its MaxConns is its own, on

@@ -6,12 +6,14 @@ import (
 	"database/sql/driver"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/pgconn"
 	pgxstdlib "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
 // DriverName is the name the driver is registered under.
@@ -37,28 +39,77 @@ func OpenDB(pool *failover.Pool) *sql.DB {
 	return db
 }
 
-// connector returns pgx's connector over pool's PgxPool, with a
-// ResetSession that retires a connection database/sql kept idle when the
-// pgxpool would no longer hand it out.
+// connector returns a connector over pool's PgxPool whose connections
+// carry the Pool's statement-level semantics (see conn).
 func connector(pool *failover.Pool) driver.Connector {
 	pp := pool.PgxPool()
-	return pgxstdlib.GetPoolConnector(pp, pgxstdlib.OptionResetSession(resetSession(pp)))
-}
-
-// resetSession runs pp's PrepareConn, the check pgxpool runs before it
-// hands out an idle connection (the peek, the role, the host's state, and
-// the user's own PrepareConn), before database/sql reuses a connection.
-// driver.ErrBadConn makes database/sql close it and take another: nothing
-// was sent on it yet.
-func resetSession(pp *pgxpool.Pool) func(context.Context, *pgx.Conn) error {
-	prepare := pp.Config().PrepareConn
-	return func(ctx context.Context, conn *pgx.Conn) error {
-		if ok, err := prepare(ctx, conn); !ok || err != nil {
-			return driver.ErrBadConn
-		}
-		return nil
+	cfg := pool.Config()
+	return &poolConnector{
+		inner:      pgxstdlib.GetPoolConnector(pp),
+		usable:     pp.Config().PrepareConn,
+		target:     cfg.Target,
+		attempts:   cfg.MaxAttempts,
+		backoff:    cfg.BackoffInitial,
+		backoffMax: cfg.BackoffMax,
 	}
 }
+
+// poolConnector wraps each of pgx's connections in a conn.
+type poolConnector struct {
+	inner driver.Connector
+	// usable is the check pgxpool runs before it hands out an idle
+	// connection (the peek, the role, the host's state, and the user's
+	// own PrepareConn); conn runs it again before database/sql reuses one.
+	usable func(context.Context, *pgx.Conn) (bool, error)
+	target hosthealth.Target
+
+	// The Pool's failover_max_attempts and failover_backoff_* bound the
+	// connects of one Connect.
+	attempts            int
+	backoff, backoffMax time.Duration
+}
+
+// Connect takes a connection from the PgxPool. A new connection refused by
+// its host (unreachable, shutting down, in the wrong role) is tried again
+// after a backoff, as the Pool's own calls are: by then the Pool has
+// learnt of the failover, and the next connection goes to another host or
+// waits for one. Nothing was sent; database/sql would return the error to
+// the caller rather than ask again.
+func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	pause := c.backoff
+	for attempt := 1; ; attempt++ {
+		dc, err := c.inner.Connect(ctx)
+		if err == nil {
+			return &conn{Conn: dc.(*pgxstdlib.Conn), usable: c.usable, target: c.target}, nil
+		}
+		if attempt >= c.attempts || !hostRefused(err) {
+			return nil, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		pause = min(2*pause, c.backoffMax)
+	}
+}
+
+// hostRefused reports whether err is a connect its host refused or could
+// not take: a reason to try again, since the connection did nothing.
+func hostRefused(err error) bool {
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); !ok {
+		return false
+	}
+	switch hosthealth.Classify(err) {
+	case hosthealth.Transport, hosthealth.Topology, hosthealth.Transient:
+		return true
+	}
+	return false
+}
+
+func (c *poolConnector) Driver() driver.Driver { return Driver{} }
 
 // Driver is the database/sql driver registered as "pgfailover". It opens
 // connectors only: sql.Open calls OpenConnector once per *sql.DB.

@@ -94,13 +94,7 @@ func (w *writers) okCount() int {
 func TestOpenDBThroughKillAndPromote(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
-	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=4"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDB(pool)
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
 
 	w := startWriters(t, ctx, db, 3)
 	waitUntil(t, 30*time.Second, "writes before the failover", func() bool { return w.okCount() >= 50 })
@@ -146,24 +140,23 @@ func TestOpenDBThroughKillAndPromote(t *testing.T) {
 			t.Errorf("acknowledged id %d is present %d times", id, count[id])
 		}
 	}
-	for i, err := range w.errs {
-		if i < 3 {
-			t.Logf("a write failed: %v", err)
+	// A write cut in flight says its outcome is unknown; no other failure
+	// is expected: new connections wait for the new primary.
+	unknown := 0
+	for _, err := range w.errs {
+		if errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+			unknown++
+			continue
 		}
+		t.Errorf("a write failed with something else than ErrCommitOutcomeUnknown: %v", err)
 	}
-	t.Logf("%d writes acknowledged, %d failed during the failover", len(w.acked), len(w.errs))
+	t.Logf("%d writes acknowledged, %d cut in flight (ErrCommitOutcomeUnknown)", len(w.acked), unknown)
 }
 
 func TestOpenDBAfterSwitchoverNoReadOnlyErrors(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=4"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDB(pool)
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
 
 	w := startWriters(t, ctx, db, 3)
 	waitUntil(t, 30*time.Second, "writes before the switchover", func() bool { return w.okCount() >= 50 })

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -69,19 +70,36 @@ func findBinaries(ctx context.Context, dir string) (*binaries, error) {
 	if dir != "" {
 		where = "searched " + dir
 	}
-	return nil, fmt.Errorf("%w (need %s; %s; tried %q): install the PostgreSQL server package",
+	return nil, fmt.Errorf("%w (need %s; %s; tried %q)",
 		ErrNoBinaries, strings.Join(programs, ", "), where, tried)
 }
 
 // cachedBinaries is findBinaries, remembered per process once successful.
+// An empty dir means $PGTEST_BINDIR, and when that is unset too, the usual
+// places, installing the programs there when they are missing and this
+// system allows it (see EnsureServer), with a progress line on stderr.
 func cachedBinaries(ctx context.Context, dir string) (*binaries, error) {
+	return serverBinaries(ctx, dir, os.Stderr)
+}
+
+func serverBinaries(ctx context.Context, dir string, progress io.Writer) (*binaries, error) {
+	if dir == "" {
+		dir = os.Getenv(BinDirEnv)
+	}
 	binariesMu.Lock()
 	b, ok := found[dir]
 	binariesMu.Unlock()
 	if ok {
 		return b, nil
 	}
-	b, err := findBinaries(ctx, dir)
+	find := func() (*binaries, error) { return findBinaries(ctx, dir) }
+	var err error
+	if dir == "" {
+		b, err = ensure(ctx, serverPackages, ErrNoBinaries, progress, find)
+	} else if b, err = find(); errors.Is(err, ErrNoBinaries) {
+		// Pointed at a directory: install nothing, say how.
+		err = fmt.Errorf("%w; install with: %s", err, thisSystem().command(serverPackages))
+	}
 	if err != nil {
 		return nil, err
 	}

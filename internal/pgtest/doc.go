@@ -12,13 +12,22 @@
 //		}
 //	}
 //
-// Start fails the test (it never skips) when the servers cannot run, for
-// example when PostgreSQL is not installed. Programs use New and Close.
+// Start fails the test (it never skips) when the servers cannot run.
+// Programs use New and Close.
 //
 // # Servers
 //
-// The PostgreSQL programs are taken from Options.BinDir, else the newest
-// /usr/lib/postgresql/<major>/bin, else `pg_config --bindir`, else PATH.
+// The PostgreSQL programs are taken from Options.BinDir, else the directory
+// in $PGTEST_BINDIR, else the newest /usr/lib/postgresql/<major>/bin, else
+// `pg_config --bindir`, else PATH. When they are missing from the usual
+// places (neither BinDir nor $PGTEST_BINDIR set), New installs them if it
+// can: as root on Debian or Ubuntu, with apt-get (printing "pgtest:
+// installing postgresql-15 (about 30 s)…" on stderr, one process at a
+// time, the packages' services kept from starting). Elsewhere, and when
+// BinDir or $PGTEST_BINDIR names a directory without them, New fails with
+// an error wrapping ErrNoBinaries that ends with the command installing
+// them on this system (apt-get, dnf or brew). EnsureServer and
+// EnsurePatroni do the same ahead of time; cmd/pginstall runs them.
 // initdb runs once per test process into a template that every cluster
 // copies; replicas are made with pg_basebackup. Each server is started as
 // `postgres -D <dir> -c port=<port>`, directly as a child of the test
@@ -77,8 +86,9 @@
 // loopback, with synchronous_mode on (unless Async), ttl 10 s, loop_wait
 // 1 s, retry_timeout 3 s and primary_start_timeout 0. It needs the
 // programs patroni, patronictl and etcd in PATH (Debian bookworm: apt-get
-// install patroni etcd-server, giving Patroni 3.0.2 and etcd 3.4); without
-// them StartPatroni fails the test and names the packages.
+// install patroni etcd-server, giving Patroni 3.0.2 and etcd 3.4); they are
+// installed like the PostgreSQL programs, and where that cannot be done
+// StartPatroni fails the test with the command that installs them.
 //
 //	pc := pgtest.StartPatroni(t, pgtest.PatroniOptions{})
 //	pool, err := failover.New(ctx, pc.ConnString("target_session_attrs=read-write"))

@@ -151,16 +151,8 @@ func StartPatroni(t testing.TB, opts PatroniOptions) *PatroniCluster {
 	return pc
 }
 
-// NewPatroni starts etcd and the Patroni members and returns once the
-// cluster is healthy (see WaitHealthy). On error nothing is left running.
-// Call Close when done.
-//
-// The programs patroni, patronictl and etcd are looked up in PATH (Debian:
-// apt-get install patroni etcd-server); PostgreSQL is found as for New.
-func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, error) {
-	if err := normalizePatroni(&opts); err != nil {
-		return nil, err
-	}
+// lookPatroni returns the paths of patroni, patronictl and etcd in PATH.
+func lookPatroni() (map[string]string, error) {
 	progs := map[string]string{}
 	var missing []string
 	for _, p := range []string{"patroni", "patronictl", "etcd"} {
@@ -172,8 +164,25 @@ func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, erro
 		progs[p] = path
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: %s not in PATH: install the patroni and etcd-server packages "+
-			"(Debian: apt-get install patroni etcd-server)", ErrNoPatroni, strings.Join(missing, ", "))
+		return nil, fmt.Errorf("%w: %s not in PATH", ErrNoPatroni, strings.Join(missing, ", "))
+	}
+	return progs, nil
+}
+
+// NewPatroni starts etcd and the Patroni members and returns once the
+// cluster is healthy (see WaitHealthy). On error nothing is left running.
+// Call Close when done.
+//
+// The programs patroni, patronictl and etcd are looked up in PATH, and
+// installed when missing as EnsurePatroni does; PostgreSQL is found as for
+// New.
+func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, error) {
+	if err := normalizePatroni(&opts); err != nil {
+		return nil, err
+	}
+	progs, err := EnsurePatroni(ctx, os.Stderr)
+	if err != nil {
+		return nil, err
 	}
 	bins, err := cachedBinaries(ctx, "")
 	if err != nil {

@@ -1,0 +1,109 @@
+package failover_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// TestListenAcrossFailover listens on the primary, loses it (killed and a
+// replica promoted, or switched over and rejoined as a standby): the next
+// Next reports the gap with its times and the new server, and a
+// notification sent after the failover is received.
+func TestListenAcrossFailover(t *testing.T) {
+	drills := map[string]func(*pgtest.Cluster, context.Context, *pgtest.Node) error{
+		"kill and promote": (*pgtest.Cluster).Failover,
+		"switchover":       (*pgtest.Cluster).Switchover,
+	}
+	for name, drill := range drills {
+		t.Run(name, func(t *testing.T) { testListenAcross(t, drill) })
+	}
+}
+
+func testListenAcross(t *testing.T, drill func(*pgtest.Cluster, context.Context, *pgtest.Node) error) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	pool := newPool(t, ctx, c.ConnString("pool_max_conns=2"))
+	l, err := pool.Listen(ctx, "jobs", "Mixed Case")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	receive := func(want string) {
+		t.Helper()
+		n, err := l.Next(ctx)
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if n.Payload != want {
+			t.Fatalf("received %q on %q, want %q", n.Payload, n.Channel, want)
+		}
+	}
+	if _, err := pool.Exec(ctx, `NOTIFY "Mixed Case", 'before'`); err != nil {
+		t.Fatal(err)
+	}
+	receive("before")
+
+	next := c.Nodes()[1]
+	lost := time.Now()
+	if err := drill(c, ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Next(ctx)
+	gap, ok := errors.AsType[*failover.GapError](err)
+	if !ok || !errors.Is(err, failover.ErrListenGap) {
+		t.Fatalf("Next after the failover returned %v, want a *GapError", err)
+	}
+	if gap.Addr != next.Addr() {
+		t.Errorf("listening again on %s, want the new primary %s", gap.Addr, next.Addr())
+	}
+	if gap.Since.After(lost) || gap.Lost.Before(lost) || gap.Regained.Before(gap.Lost) {
+		t.Errorf("gap since %v, lost %v, regained %v; the primary was lost at %v", gap.Since, gap.Lost, gap.Regained, lost)
+	}
+	if gap.Cause == nil {
+		t.Error("the gap has no cause")
+	}
+	t.Logf("%v", gap)
+
+	if _, err := pool.Exec(ctx, "NOTIFY jobs, 'after'"); err != nil {
+		t.Fatal(err)
+	}
+	receive("after")
+}
+
+// TestListenNextHonoursContext: a Next whose context ends returns its error
+// and leaves the session listening.
+func TestListenNextHonoursContext(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	pool := newPool(t, ctx, c.ConnString(""))
+	l, err := pool.Listen(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.Next(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next with an ended context: %v", err)
+	}
+	if _, err := pool.Exec(ctx, "NOTIFY jobs, 'x'"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Next(ctx); err != nil || n.Payload != "x" {
+		t.Fatalf("Next after a timeout: %v, %v", n, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Next(ctx); !errors.Is(err, failover.ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	if _, err := pool.Listen(ctx); err == nil {
+		t.Fatal("Listen without a channel succeeded")
+	}
+}

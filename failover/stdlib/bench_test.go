@@ -1,0 +1,69 @@
+package stdlib_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	pgxstdlib "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/stdlib"
+	"github.com/pgfailover/pgfailover/internal/cpubench"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// BenchmarkOpenDBQueryRowCPU measures the client's CPU time per
+// database/sql QueryRowContext("SELECT 1").Scan through pgx's
+// stdlib.OpenDBFromPool and through this package's OpenDB, both over the
+// same failover.Pool's PgxPool, in one run: the cost of this driver alone
+// (cpu-ratio is ours over pgx's; see cpubench). BenchmarkSQLOpenQueryRowCPU
+// compares the whole path with pgx's.
+//
+//	go test -run '^$' -bench QueryRowCPU -count 10 ./failover/stdlib/ > cpu.txt
+//	benchstat -col /driver cpu.txt
+func BenchmarkOpenDBQueryRowCPU(b *testing.B) {
+	c := pgtest.Start(b, pgtest.Options{})
+	pool, err := failover.New(context.Background(), c.Primary().ConnString("pool_max_conns=4"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	pgxDB := pgxstdlib.OpenDBFromPool(pool.PgxPool())
+	b.Cleanup(func() { pgxDB.Close() })
+	ourDB := stdlib.OpenDB(pool)
+	b.Cleanup(func() { ourDB.Close() })
+	compareQueryRow(b, pgxDB, ourDB)
+}
+
+// BenchmarkSQLOpenQueryRowCPU is BenchmarkOpenDBQueryRowCPU for the DBs
+// sql.Open("pgx", dsn) and sql.Open("pgfailover", dsn) give on the same
+// server: pgx's driver on its own connections beside this one on a
+// failover.Pool, with database/sql keeping idle connections (ResetSession
+// and IsValid run on every statement). The difference is the whole cost of
+// the path, the peek before each reuse included.
+func BenchmarkSQLOpenQueryRowCPU(b *testing.B) {
+	c := pgtest.Start(b, pgtest.Options{})
+	dsn := c.Primary().ConnString("")
+	open := func(driver string) *sql.DB {
+		db, err := sql.Open(driver, dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { db.Close() })
+		return db
+	}
+	compareQueryRow(b, open("pgx"), open(stdlib.DriverName))
+}
+
+func compareQueryRow(b *testing.B, pgxDB, ourDB *sql.DB) {
+	ctx := context.Background()
+	var v int
+	query := func(db *sql.DB) func() error {
+		return func() error { return db.QueryRowContext(ctx, "SELECT 1").Scan(&v) }
+	}
+	cpubench.Compare(b, [2]cpubench.Side{
+		{Name: "driver=pgx", Op: query(pgxDB)},
+		{Name: "driver=pgfailover", Op: query(ourDB)},
+	})
+}

@@ -1,0 +1,279 @@
+package stdlib
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	pgxstdlib "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/sqlclass"
+)
+
+// conn is pgx's stdlib connection with the Pool's statement-level
+// semantics on top: a statement cut off after it was sent comes back
+// wrapping failover.ErrCommitOutcomeUnknown (or, inside a transaction,
+// failover.ErrTxInterrupted), never as driver.ErrBadConn, and a
+// connection to a host that died or was demoted is retired before
+// database/sql uses it again.
+//
+// Embedding keeps every optional interface pgx's connection implements
+// (Pinger, NamedValueChecker, ConnPrepareContext); the methods below are
+// the ones whose errors or checks change.
+type conn struct {
+	*pgxstdlib.Conn
+	// usable is the primary-following pgxpool's PrepareConn: the peek, the
+	// role and the host's state, without I/O beyond one peek syscall.
+	usable func(context.Context, *pgx.Conn) (bool, error)
+	target hosthealth.Target // the Pool's
+}
+
+var _ interface {
+	driver.Conn
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.Pinger
+	driver.NamedValueChecker
+	driver.SessionResetter
+	driver.Validator
+} = (*conn)(nil)
+
+// ExecContext runs query and names what a failure means for the caller.
+func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	at := c.state()
+	res, err := c.Conn.ExecContext(ctx, query, args)
+	return res, c.meaning(ctx, query, at, err)
+}
+
+// QueryContext runs query; a failure before its first row, or while its
+// rows are read, is named as for ExecContext.
+func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	at := c.state()
+	r, err := c.Conn.QueryContext(ctx, query, args)
+	if err != nil {
+		return nil, c.meaning(ctx, query, at, err)
+	}
+	return &rows{Rows: r.(*pgxstdlib.Rows), c: c, ctx: ctx, query: query, at: at}, nil
+}
+
+// PrepareContext returns a statement whose Exec and Query go through c,
+// so that they get the same meaning. pgx runs a statement prepared under
+// its own text when given that text again.
+func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	s, err := c.Conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return &stmt{Stmt: s.(*pgxstdlib.Stmt), c: c, query: query}, nil
+}
+
+// BeginTx begins a transaction whose Commit reports an unknown outcome
+// when the connection is cut with COMMIT in flight.
+func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	t, err := c.Conn.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &tx{Tx: t, c: c}, nil
+}
+
+// ResetSession runs pgx's checks (closed, open transaction, a ping after a
+// second idle) and then the Pool's: database/sql takes another connection,
+// having sent nothing on this one, when it returns driver.ErrBadConn.
+func (c *conn) ResetSession(ctx context.Context) error {
+	if err := c.Conn.ResetSession(ctx); err != nil {
+		return err
+	}
+	if ok, err := c.usable(ctx, c.Conn.Conn()); !ok || err != nil {
+		return driver.ErrBadConn
+	}
+	return nil
+}
+
+// IsValid tells database/sql, when a connection comes back from a call,
+// whether to keep it: not when it was closed (a cut, a FATAL), nor when its
+// server reported a role the Pool's target refuses (in_hot_standby, which
+// a promoted or demoted server reports in answer to the next statement).
+// database/sql then closes it, which gives it back to the pgxpool to be
+// destroyed. It costs no system call: database/sql calls it after every
+// statement, and the peek runs before the connection is used again
+// (ResetSession, or pgxpool's own check).
+func (c *conn) IsValid() bool {
+	pc := c.Conn.Conn().PgConn()
+	if pc.IsClosed() {
+		return false
+	}
+	role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby"))
+	return role == hosthealth.RoleUnknown || c.target.Accepts(role)
+}
+
+// before is the state of a connection when a statement was handed to pgx.
+type before struct {
+	open bool // pgx had not closed the connection
+	inTx bool // a transaction was open (begun by BeginTx or by the SQL)
+}
+
+func (c *conn) state() before {
+	pc := c.Conn.Conn().PgConn()
+	return before{open: !pc.IsClosed(), inTx: pc.TxStatus() != 'I'}
+}
+
+// meaning turns err, the failure of query on c, into what the Pool would
+// return for it; at is the connection's state before query was sent.
+// driver.ErrBadConn, when nothing was sent, and anything the server
+// answered, pass through unchanged.
+func (c *conn) meaning(ctx context.Context, query string, at before, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, driver.ErrBadConn) {
+		if !at.open || !c.closed() {
+			// Closed before the call, or a context that had ended, or a
+			// busy connection: nothing was sent.
+			return err
+		}
+		// pgx's stdlib returns driver.ErrBadConn for every error pgconn
+		// calls safe to retry, and pgconn's "conn closed" is one of them.
+		// But pgconn also returns it when the connection broke while the
+		// answer to a statement already sent was being read (pgx v5.12,
+		// measured: an INSERT cut by an immediate shutdown or by
+		// pg_terminate_backend). An open connection that is closed after
+		// the call is that case: the statement may have run.
+		err = errLostInFlight
+	}
+	if kind := classify(ctx.Err() != nil, at.inTx, query, err); kind != nil {
+		return &failover.HostError{Kind: kind, Addr: c.addr(), Err: err}
+	}
+	return err
+}
+
+// errLostInFlight stands for the error pgx's stdlib turned into
+// driver.ErrBadConn; it must not wrap driver.ErrBadConn, or database/sql
+// would run the statement again.
+var errLostInFlight = fmt.Errorf("the connection closed with the statement in flight: %w", pgconn.ErrConnClosed)
+
+// addr is host:port of c's server, for errors (never credentials). It is
+// computed only when an error needs it: formatting it costs allocations
+// that every statement would pay. A closed connection keeps its address.
+func (c *conn) addr() string {
+	if nc := c.Conn.Conn().PgConn().Conn(); nc != nil {
+		if a := nc.RemoteAddr(); a != nil {
+			return a.String()
+		}
+	}
+	return ""
+}
+
+// closed reports whether pgx has closed c's connection.
+func (c *conn) closed() bool { return c.Conn.Conn().IsClosed() }
+
+// classify is the decision behind meaning, apart from the connection. It
+// returns the sentinel err means for the caller, or nil to return err as
+// is:
+//
+//   - an error that proves nothing ran, or one the server sent in answer
+//     (a constraint, a syntax error), is returned as is;
+//   - inside a transaction, a connection lost mid-statement took the
+//     whole transaction with it: failover.ErrTxInterrupted, since nothing
+//     was committed; unless the statement was COMMIT (or another
+//     transaction control statement), whose outcome is unknown;
+//   - outside one, a statement that only reads (sqlclass.ReplaySafe) lost
+//     nothing but its answer, and keeps pgx's error; anything else may
+//     have committed before the cut: failover.ErrCommitOutcomeUnknown.
+//
+// The connection is lost when the error is a transport failure (EOF, a
+// reset, FATAL 57P01 in answer to the statement), or when the caller's
+// context ended (callerDone) with the statement in flight. The SQL is
+// classified only here, after a failure.
+func classify(callerDone, inTx bool, query string, err error) error {
+	if hosthealth.DidNotRun(err) {
+		return nil
+	}
+	cut := hosthealth.Classify(err) == hosthealth.Transport || (callerDone && !answered(err))
+	switch {
+	case !cut:
+		return nil
+	case inTx && sqlclass.Classify(query).Kind != sqlclass.TxControl:
+		return failover.ErrTxInterrupted
+	case !inTx && sqlclass.ReplaySafe(query):
+		return nil
+	}
+	return failover.ErrCommitOutcomeUnknown
+}
+
+// answered reports whether the server answered the statement with an
+// error of its own (not one that ends the session): it did not commit.
+func answered(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC"
+}
+
+// rows names a failure met while reading the rows of a query, as
+// conn.QueryContext does for one met before the first row. Embedding keeps
+// pgx's column type interfaces.
+type rows struct {
+	*pgxstdlib.Rows
+	c     *conn
+	ctx   context.Context
+	query string
+	at    before
+}
+
+func (r *rows) Next(dest []driver.Value) error {
+	err := r.Rows.Next(dest)
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return r.c.meaning(r.ctx, r.query, r.at, err)
+}
+
+// stmt is pgx's prepared statement, run through its conn.
+type stmt struct {
+	*pgxstdlib.Stmt
+	c     *conn
+	query string
+}
+
+func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	return s.c.ExecContext(ctx, s.query, args)
+}
+
+func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	return s.c.QueryContext(ctx, s.query, args)
+}
+
+// tx names a failure of Commit: cut off with COMMIT in flight, the
+// transaction may or may not have committed.
+type tx struct {
+	driver.Tx
+	c *conn
+}
+
+func (t *tx) Commit() error {
+	if t.c.closed() {
+		// The connection was gone before COMMIT was sent: the server
+		// rolled the transaction back.
+		t.Tx.Rollback()
+		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: t.c.addr(), Err: pgconn.ErrConnClosed}
+	}
+	err := t.Tx.Commit()
+	switch {
+	case err == nil:
+		return nil
+	case hosthealth.DidNotRun(err):
+		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: t.c.addr(), Err: err}
+	case hosthealth.Classify(err) == hosthealth.Transport:
+		return &failover.HostError{Kind: failover.ErrCommitOutcomeUnknown, Addr: t.c.addr(), Err: err}
+	}
+	return err // the server answered: a serialization failure, a deferred constraint
+}
+
+func (t *tx) Rollback() error { return t.Tx.Rollback() }
