@@ -143,9 +143,9 @@ func BenchmarkReaderQueryRowCPU(b *testing.B) {
 	}
 	reader := pool.Reader()
 	var v int
-	benchCPU(b, [2]cpuSide{
-		{"pgxpool", func() error { return bare.QueryRow(ctx, "SELECT 1").Scan(&v) }},
-		{"reader", func() error { return reader.QueryRow(ctx, "SELECT 1").Scan(&v) }},
+	cpubench.Compare(b, [2]cpubench.Side{
+		{Name: "pool=pgxpool", Op: func() error { return bare.QueryRow(ctx, "SELECT 1").Scan(&v) }},
+		{Name: "pool=reader", Op: func() error { return reader.QueryRow(ctx, "SELECT 1").Scan(&v) }},
 	})
 }
 
@@ -163,8 +163,8 @@ func BenchmarkCausalExec(b *testing.B) {
 	}
 	const insert = "INSERT INTO bench_causal (v) VALUES ($1)"
 	tokCtx := failover.WithCausalToken(ctx, new(failover.CausalToken))
-	benchCPU(b, [2]cpuSide{
-		{"failover", func() error { _, err := pool.Exec(ctx, insert, 1); return err }},
-		{"causal", func() error { _, err := pool.Exec(tokCtx, insert, 1); return err }},
+	cpubench.Compare(b, [2]cpubench.Side{
+		{Name: "pool=failover", Op: func() error { _, err := pool.Exec(ctx, insert, 1); return err }},
+		{Name: "pool=causal", Op: func() error { _, err := pool.Exec(tokCtx, insert, 1); return err }},
 	})
 }
