@@ -54,6 +54,9 @@ type call struct {
 	reason replica.Reason // why it went where it goes
 	verify bool           // check that the replica picked has replayed after
 	behind []string       // replicas checked that had not replayed after
+	// connect: the host of a long-lived connection is being chosen, so
+	// no pin after writes.
+	connect bool
 }
 
 func (p *Pool) newCall(ctx context.Context) call {

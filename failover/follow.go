@@ -75,7 +75,7 @@ func (p *Pool) PgxPool() *pgxpool.Pool {
 	if f := p.follow.Load(); f != nil {
 		return f.pool
 	}
-	f := p.newFollower()
+	f := p.newFollower(route{pick: p.followHost, target: p.cfg.Target, ok: p.followerUsable})
 	p.follow.Store(f)
 	if p.closed.Load() {
 		// Close may have looked for it before it existed.
@@ -87,17 +87,32 @@ func (p *Pool) PgxPool() *pgxpool.Pool {
 // follower returns PgxPool's pool, nil if it was never asked for.
 func (p *Pool) follower() *follower { return p.follow.Load() }
 
-// newFollower builds PgxPool's pool. Called with followMu held; creating a
-// pgxpool connects nothing (pool_min_conns connects in the background).
-func (p *Pool) newFollower() *follower {
+// route says where a following pool's connections go: pick chooses the
+// host of a new connection (waiting like a call while none can take it),
+// target is the roles its server may be in, and ok decides whether an idle
+// connection may be handed out.
+type route struct {
+	pick     func(context.Context) (*hostPool, error)
+	target   hosthealth.Target
+	ok       func(*pgx.Conn) bool
+	readOnly bool // every session is read-only (default_transaction_read_only)
+}
+
+// newFollower builds a pool whose connections follow rt. Called with
+// followMu held; creating a pgxpool connects nothing (pool_min_conns
+// connects in the background).
+func (p *Pool) newFollower(rt route) *follower {
 	f := &follower{hosts: make(map[string]bool)}
 	cfg := p.cfg.Config.Copy()
 	cfg.ConnConfig.ValidateConnect = nil // set for each connection below
+	if rt.readOnly {
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
 	userBeforeConnect := cfg.BeforeConnect
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
 		// ctx carries the acquiring caller's values; pgxpool ends it only
 		// when the pool closes, so the wait below is bounded by the budget.
-		h, err := p.followHost(ctx)
+		h, err := rt.pick(ctx)
 		if err != nil {
 			return err
 		}
@@ -111,7 +126,7 @@ func (p *Pool) newFollower() *follower {
 		}
 		cc.DialFunc = p.noteDialFailures(h, cc.DialFunc)
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
-			if err := p.checkRole(ctx, h, conn, p.cfg.Target); err != nil {
+			if err := p.checkRole(ctx, h, conn, rt.target); err != nil {
 				return err
 			}
 			conn.CustomData()[hostKey] = h
@@ -123,7 +138,7 @@ func (p *Pool) newFollower() *follower {
 		}
 		return nil
 	}
-	installConnHooks(cfg, p.followerUsable)
+	installConnHooks(cfg, rt.ok)
 
 	pool, err := pgxpool.NewWithConfig(p.life, cfg)
 	if err != nil {

@@ -188,7 +188,7 @@ func (p *Pool) Close() {
 		}
 		p.stop()
 		p.followMu.Lock() // PgxPool closes what it builds once closed is set
-		f := p.follow.Load()
+		f, rf := p.follow.Load(), p.reader.follow.Load()
 		p.followMu.Unlock()
 		p.topoMu.Lock() // no host is added once closed is set and this is held
 		hosts := p.hosts.Load().list
@@ -202,6 +202,9 @@ func (p *Pool) Close() {
 		}
 		if f != nil {
 			pools.Go(f.pool.Close)
+		}
+		if rf != nil {
+			pools.Go(rf.pool.Close)
 		}
 		closed := make(chan struct{})
 		go func() { pools.Wait(); close(closed) }()

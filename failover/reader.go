@@ -48,6 +48,7 @@ type Reader struct {
 	p      *Pool
 	router replica.Router
 	view   atomic.Pointer[readView] // the last view built; rebuilt when stale
+	follow atomic.Pointer[follower] // PgxPool's pool, nil until first asked for; built under Pool.followMu
 }
 
 // Reader returns the Pool's Reader.
@@ -96,7 +97,10 @@ func (r *Reader) currentView(s *hosthealth.Snapshot, t *hostTable) *readView {
 // primary. It records where the read went on the call.
 func (r *Reader) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (*hostPool, bool) {
 	v := r.currentView(s, hosts)
-	read := replica.Read{Now: r.p.clock.Now(), LastWrite: r.p.lastWriteTime(), After: c.after}
+	read := replica.Read{Now: r.p.clock.Now(), After: c.after}
+	if !c.connect {
+		read.LastWrite = r.p.lastWriteTime()
+	}
 	cands := v.cands
 	if len(c.failed) > 0 || len(c.behind) > 0 {
 		// Replicas this read failed on, or found behind its position, are
@@ -236,4 +240,70 @@ func (r *Reader) replayed(ctx context.Context, h *hostPool, conn *pgxpool.Conn, 
 	}
 	r.p.lag.raise(h.addr, got)
 	return got >= pos
+}
+
+// PgxPool returns a genuine *pgxpool.Pool for reads, for libraries that
+// need the concrete type (see failover/stdlib.OpenReaderDB). Its sessions
+// are read-only. Each new connection goes where the Reader would send a
+// read (a fresh-enough replica in turn, same zone first, else the
+// primary), and stays there while it lives: an idle connection is handed
+// out only while its host would still take a read (a replica within
+// max_lag, or the primary while no replica is), so connections drift back
+// to the replicas as they recover. Reads are routed per connection, not
+// per statement: pin_after_write does not apply, and nothing is replayed.
+// It is built on first use; Pool.Close closes it.
+func (r *Reader) PgxPool() *pgxpool.Pool {
+	if f := r.follow.Load(); f != nil {
+		return f.pool
+	}
+	p := r.p
+	p.followMu.Lock()
+	defer p.followMu.Unlock()
+	if f := r.follow.Load(); f != nil {
+		return f.pool
+	}
+	f := p.newFollower(route{pick: r.connectHost, target: hosthealth.TargetAny, ok: r.connUsable, readOnly: true})
+	r.follow.Store(f)
+	if p.closed.Load() {
+		f.pool.Close() // Close may have looked for it before it existed
+	}
+	return f.pool
+}
+
+// connectHost chooses the host of a new connection of PgxPool's, waiting
+// like a read while none can take it.
+func (r *Reader) connectHost(ctx context.Context) (*hostPool, error) {
+	c := r.newReadCall(ctx)
+	c.connect = true
+	h, err := c.pick()
+	if err != nil {
+		return nil, err
+	}
+	c.finish(nil) // ends the wait's episode, if it waited
+	return h, nil
+}
+
+// connUsable reports whether an idle connection of PgxPool's may be
+// handed out: nothing waits on its socket, and its host would still take
+// a read.
+func (r *Reader) connUsable(conn *pgx.Conn) bool {
+	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
+	if h == nil || h.retired.Load() || !fresh(conn) {
+		return false
+	}
+	s := r.p.tracker.Snapshot()
+	v := r.currentView(s, r.p.hosts.Load())
+	now := r.p.clock.Now()
+	eligible := false
+	for i, rh := range v.hosts {
+		if r.router.Eligible(&v.cands[i], now) {
+			if rh == h {
+				return true
+			}
+			eligible = true
+		}
+	}
+	// Not an eligible replica: the primary, while no replica is.
+	i, ok := s.Lookup(h.addr)
+	return !eligible && ok && s.Usable(i, hosthealth.TargetPrimary)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	pgxstdlib "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgfailover/pgfailover/failover"
@@ -39,15 +40,32 @@ func OpenDB(pool *failover.Pool) *sql.DB {
 	return db
 }
 
+// OpenReaderDB returns a *sql.DB for reads, over pool.Reader().PgxPool():
+// read-only sessions, each connection on a fresh-enough replica (same zone
+// first) or, while none is, the primary. Routing is per connection (see
+// Reader.PgxPool): pin_after_write does not apply, so read your own
+// writes through the DB that made them. A statement that writes fails.
+// Closing the DB does not close pool.
+func OpenReaderDB(pool *failover.Pool) *sql.DB {
+	db := sql.OpenDB(newConnector(pool, pool.Reader().PgxPool(), hosthealth.TargetAny))
+	db.SetMaxIdleConns(0)
+	return db
+}
+
 // connector returns a connector over pool's PgxPool whose connections
 // carry the Pool's statement-level semantics (see conn).
 func connector(pool *failover.Pool) driver.Connector {
-	pp := pool.PgxPool()
+	return newConnector(pool, pool.PgxPool(), pool.Config().Target)
+}
+
+// newConnector returns a connector over pp, one of pool's following
+// pgxpools, whose servers must be in a role target accepts.
+func newConnector(pool *failover.Pool, pp *pgxpool.Pool, target hosthealth.Target) driver.Connector {
 	cfg := pool.Config()
 	return &poolConnector{
 		inner:      pgxstdlib.GetPoolConnector(pp),
 		usable:     pp.Config().PrepareConn,
-		target:     cfg.Target,
+		target:     target,
 		attempts:   cfg.MaxAttempts,
 		backoff:    cfg.BackoffInitial,
 		backoffMax: cfg.BackoffMax,
