@@ -166,9 +166,10 @@ func patroniHerd(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
 	t.Logf("writes: %d acknowledged, %d failed (in flight at the switchover)", ok.Load(), failed.Load())
 }
 
-// patroniMembership: a member that leaves the cluster is drained and
-// closed; once back, it takes reads through the Reader.
-func patroniMembership(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
+// patroniRoles waits for a healthy cluster and returns its leader, its
+// synchronous standby and its other (asynchronous) replica.
+func patroniRoles(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) (leader, standby, other *pgtest.PatroniMember) {
+	t.Helper()
 	if err := pc.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -176,16 +177,21 @@ func patroniMembership(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 	if err != nil {
 		t.Fatal(err)
 	}
-	sync, err := pc.SyncStandby(ctx)
-	if err != nil {
+	if standby, err = pc.SyncStandby(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var m *pgtest.PatroniMember
-	for _, x := range pc.Members() {
-		if x != leader && x != sync {
-			m = x
+	for _, m := range pc.Members() {
+		if m != leader && m != standby {
+			other = m
 		}
 	}
+	return leader, standby, other
+}
+
+// patroniMembership: a member that leaves the cluster is drained and
+// closed; once back, it takes reads through the Reader.
+func patroniMembership(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
+	leader, _, m := patroniRoles(t, ctx, pc)
 	api := newAPIProxies(t, pc)
 	pool := newPool(t, ctx, leader.ConnString(api.param()+"&patroni_refresh_interval=500ms&pin_after_write=0"))
 	listed := func() bool {
@@ -228,23 +234,7 @@ func patroniMembership(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 // to the synchronous standby (the first wave), not to the leader, and no
 // read fails; once it is back and its cooldown is over, they return.
 func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
-	if err := pc.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	leader, err := pc.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	standby, err := pc.SyncStandby(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var local *pgtest.PatroniMember
-	for _, x := range pc.Members() {
-		if x != leader && x != standby {
-			local = x
-		}
-	}
+	leader, standby, local := patroniRoles(t, ctx, pc)
 	params := "patroni_api_urls=" + strings.Join(pc.APIURLs(), ",") +
 		"&target=any&fallback_local=on&fallback_cooldown=3s&fallback_lifetime=3s&health_probe_interval=200ms"
 	meters, _, pool := newObservedPool(t, ctx, local.ConnString(params))
