@@ -2,6 +2,8 @@ package failover_test
 
 import (
 	"context"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -33,6 +35,7 @@ func newAPIProxies(t *testing.T, pc *pgtest.PatroniCluster) *apiProxies {
 			t.Fatal(err)
 		}
 		proxy := httputil.NewSingleHostReverseProxy(target)
+		proxy.ErrorLog = log.New(io.Discard, "", 0) // requests the Pool gave up on are no news
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			a.counts[i].Add(1)
 			proxy.ServeHTTP(w, r)

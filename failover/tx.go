@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -120,12 +121,17 @@ func (t *tx) diedIdle() error {
 	case sockpeek.Closed:
 		return errConnClosedIdle
 	case sockpeek.Pending:
-		// CheckConn only reads what is already waiting (for at most 1ms);
-		// Ping, its suggested replacement, would send a statement on a
-		// connection that may be dead.
-		//lint:ignore SA1019 Ping would send; only what is waiting may be read here
-		return pc.CheckConn()
-
+		// Something is waiting: read that one message. A FATAL (the server
+		// ended the session) comes back as an error and closes the
+		// connection; a notice or a parameter status leaves it open. The
+		// message is already there, so the read does not wait; the bound
+		// only matters for a message cut short, which a dead server would
+		// never finish. (CheckConn reads for at most 1 ms, which a busy
+		// machine can let pass before the read even starts.)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := pc.ReceiveMessage(ctx)
+		return err
 	}
 	return nil
 }
