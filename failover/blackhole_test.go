@@ -25,12 +25,33 @@ import (
 // New connections are accepted and then hear nothing.
 func blackhole(t *testing.T, p *toxiproxy.Proxy) {
 	t.Helper()
-	for _, stream := range []string{"upstream", "downstream"} {
+	if err := swallow(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blackholeStreams are the directions a blackhole swallows.
+var blackholeStreams = []string{"upstream", "downstream"}
+
+// swallow is blackhole for callers without a *testing.T.
+func swallow(p *toxiproxy.Proxy) error {
+	for _, stream := range blackholeStreams {
 		js := fmt.Sprintf(`{"name":"blackhole-%s","type":"timeout","stream":%q,"attributes":{"timeout":0}}`, stream, stream)
 		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
+}
+
+// unswallow ends what swallow began: bytes get through again.
+func unswallow(ctx context.Context, p *toxiproxy.Proxy) error {
+	for _, stream := range blackholeStreams {
+		if err := p.Toxics.RemoveToxic(ctx, "blackhole-"+stream); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // proxiedPrimary returns the cluster's connection string with the primary

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
@@ -62,10 +63,12 @@ type soakFault struct {
 	run  func(ctx context.Context, c *pgtest.Cluster, rng *rand.Rand) (string, error)
 }
 
-// soakFaults lists the faults, the primary stopped with primaryStop.
-func soakFaults(primaryStop pgtest.StopMode) []soakFault {
+// soakFaults lists the faults, the primary stopped with primaryStop;
+// proxies are the proxies in front of the nodes, by name.
+func soakFaults(primaryStop pgtest.StopMode, proxies map[string]*toxiproxy.Proxy) []soakFault {
 	return []soakFault{
 		{"kill primary", killPrimary(primaryStop)},
+		{"blackhole primary", blackholePrimary(primaryStop, proxies)},
 		{"switchover", switchover},
 		{"kill replica", killReplica},
 		{"reset connections", resetConnections},
@@ -101,6 +104,27 @@ func failPrimary(ctx context.Context, c *pgtest.Cluster, mode pgtest.StopMode) (
 		return "", fmt.Errorf("rejoin %s: %w", old.Name(), err)
 	}
 	return fmt.Sprintf("%s killed, %s promoted, %s rejoined (pg_rewind runs on it so far: %d)", old.Name(), next.Name(), old.Name(), old.Rewinds()), nil
+}
+
+// blackholePrimary makes the primary stop answering the Pool (its proxy
+// swallows every byte both ways, and connections stay open), then fails
+// it over as killPrimary does, and lets traffic through again once the old
+// primary has rejoined as a standby.
+func blackholePrimary(mode pgtest.StopMode, proxies map[string]*toxiproxy.Proxy) func(context.Context, *pgtest.Cluster, *rand.Rand) (string, error) {
+	return func(ctx context.Context, c *pgtest.Cluster, _ *rand.Rand) (what string, err error) {
+		old := c.Primary()
+		p := proxies[old.Name()]
+		if err := swallow(p); err != nil {
+			return "", err
+		}
+		defer func() {
+			if uerr := unswallow(ctx, p); err == nil {
+				err = uerr
+			}
+		}()
+		what, err = failPrimary(ctx, c, mode)
+		return old.Name() + " blackholed; " + what, err
+	}
 }
 
 // switchover hands the primary role to a standby chosen by rng.
@@ -181,7 +205,9 @@ func (s *soakTally) String() string {
 // TestChaosSoak runs writers and readers through one Pool with default
 // settings on a three-server cluster with synchronous replication and
 // injects a fault every few seconds, in rounds shuffled by a seeded random
-// source: the primary killed and a standby promoted, a switchover, a
+// source: the primary killed and a standby promoted, the primary
+// blackholed (it stops answering, connections stay open) and failed over, a
+// switchover, a
 // standby killed and restarted, the Pool's connections terminated. After each fault it waits
 // until the cluster is whole and replicated and the writers have made
 // progress again. At the end no read may have failed, a write may only have
@@ -192,18 +218,28 @@ func (s *soakTally) String() string {
 // PGFAILOVER_SOAK_SEED the seed of the fault sequence.
 func TestChaosSoak(t *testing.T) {
 	dur, seed, primaryStop := soakSettings(t)
-	faults := soakFaults(primaryStop)
 	t.Logf("soak for %v, seed %d (PGFAILOVER_SOAK_SEED=%d repeats the fault sequence), primary stopped %v", dur, seed, seed, primaryStop)
 	rng := rand.New(rand.NewPCG(seed, seed))
 
 	ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
 	defer cancel()
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
+	// The Pool reaches every node through a proxy, so that a node can be
+	// made to stop answering.
+	proxies := map[string]*toxiproxy.Proxy{}
+	var proxied []string
+	for _, n := range c.Nodes() {
+		proxies[n.Name()] = startProxy(t, n)
+		proxied = append(proxied, proxies[n.Name()].Listen)
+	}
+	faults := soakFaults(primaryStop, proxies)
 	// Reads through the Reader are checked against the staleness bound;
 	// pin_after_write is off, or the stamp writer would pin every read to
 	// the primary.
 	const maxLag = 2 * time.Second
-	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4&max_lag=2s&pin_after_write=0&application_name="+soakApp))
+	dsn := "postgres://postgres:" + c.Password() + "@" + strings.Join(proxied, ",") +
+		"/postgres?sslmode=disable&pool_max_conns=4&max_lag=2s&pin_after_write=0&application_name=" + soakApp
+	pool := newPool(t, ctx, dsn)
 	w := startWriters(t, ctx, pool, 3)
 	r := startReaders(t, ctx, pool, 3)
 	stamps := startStamps(t, ctx, pool)
