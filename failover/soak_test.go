@@ -202,17 +202,19 @@ func (s *soakTally) String() string {
 		s.calls, s.ok, s.unknown, s.interrupted, s.budget, s.noHost, s.other)
 }
 
-// TestChaosSoak runs writers and readers through one Pool with default
-// settings on a three-server cluster with synchronous replication and
-// injects a fault every few seconds, in rounds shuffled by a seeded random
-// source: the primary killed and a standby promoted, the primary
-// blackholed (it stops answering, connections stay open) and failed over, a
-// switchover, a
-// standby killed and restarted, the Pool's connections terminated. After each fault it waits
-// until the cluster is whole and replicated and the writers have made
-// progress again. At the end no read may have failed, a write may only have
-// failed with ErrCommitOutcomeUnknown, no write may be present twice, and
-// every acknowledged write must be on the final primary.
+// TestChaosSoak runs writers and readers through one Pool, and reads
+// through its Reader (max_lag=2s, pin_after_write off), on a three-server
+// cluster with synchronous replication reached through proxies. It injects
+// a fault every few seconds, in rounds shuffled by a seeded random source:
+// the primary killed and a standby promoted; the primary blackholed (it
+// stops answering, connections stay open) and failed over; a switchover; a
+// standby killed and restarted; the Pool's connections terminated. After
+// each fault it waits until the cluster is whole and replicated and the
+// load has made progress again. At the end no read may have failed, a
+// write may only have failed with ErrCommitOutcomeUnknown, no write may be
+// present twice, every acknowledged write must be on the final primary,
+// and no read through the Reader may have missed a write acknowledged
+// more than max_lag before it began.
 //
 // PGFAILOVER_SOAK sets the duration (15 s when unset) and
 // PGFAILOVER_SOAK_SEED the seed of the fault sequence.
