@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestReader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	var out strings.Builder
+	if err := run(ctx, c.ConnString("max_lag=5s"), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	t.Log("\n" + got)
+	for _, want := range []string{
+		": replica (port", // the first reads may come before the replicas' first samples
+		"read right after a write: primary",
+		"a read with the token sees 1 visit(s)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
