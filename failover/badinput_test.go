@@ -70,6 +70,7 @@ var durationKeys = []struct {
 	{keyBackoffInitial, true, func(c *Config) time.Duration { return c.BackoffInitial }},
 	{keyBackoffMax, true, func(c *Config) time.Duration { return c.BackoffMax }},
 	{keyHealthProbeInterval, true, func(c *Config) time.Duration { return c.HealthProbeInterval }},
+	{keyHealthProbeTimeout, true, func(c *Config) time.Duration { return c.HealthProbeTimeout }},
 	{keyPinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }},
 	{keyMaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }},
 	{keyPatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }},

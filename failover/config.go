@@ -25,6 +25,7 @@ const (
 	defaultBackoffInitial         = 50 * time.Millisecond
 	defaultBackoffMax             = time.Second
 	defaultHealthProbeInterval    = time.Second
+	defaultHealthProbeTimeout     = 3 * time.Second
 	defaultPinAfterWrite          = time.Second
 	defaultMaxLag                 = 0
 	defaultPatroniRefresh         = 3 * time.Second
@@ -97,6 +98,11 @@ type Config struct {
 	BackoffInitial      time.Duration // failover_backoff_initial, default 50ms, > 0
 	BackoffMax          time.Duration // failover_backoff_max, default 1s, >= BackoffInitial
 	HealthProbeInterval time.Duration // health_probe_interval, default 1s, > 0
+	// HealthProbeTimeout (health_probe_timeout, default 3s, > 0) is how
+	// long a probe's question may go unanswered on its open connection
+	// before the host is judged silent and every socket to it is cut.
+	// Connecting the probe is bounded by connect_timeout instead.
+	HealthProbeTimeout time.Duration
 
 	MeterProvider  metric.MeterProvider // nil means the otel global provider
 	TracerProvider trace.TracerProvider // nil means the otel global provider

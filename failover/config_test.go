@@ -738,6 +738,7 @@ var validValues = map[string]string{
 	keyBackoffInitial:         "20ms",
 	keyBackoffMax:             "2s",
 	keyHealthProbeInterval:    "500ms",
+	keyHealthProbeTimeout:     "2s",
 	keyPinAfterWrite:          "0",
 	keyMaxLag:                 "5s",
 	keyPatroniAPIURLs:         "http://p1:8008,http://p2:8008",

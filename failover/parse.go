@@ -28,6 +28,7 @@ const (
 	keyBackoffInitial         = "failover_backoff_initial"
 	keyBackoffMax             = "failover_backoff_max"
 	keyHealthProbeInterval    = "health_probe_interval"
+	keyHealthProbeTimeout     = "health_probe_timeout"
 	keyPinAfterWrite          = "pin_after_write"
 	keyMaxLag                 = "max_lag"
 	keyPatroniAPIURLs         = "patroni_api_urls"
@@ -66,6 +67,7 @@ var ownKeys = []string{
 	keyBackoffInitial,
 	keyBackoffMax,
 	keyHealthProbeInterval,
+	keyHealthProbeTimeout,
 	keyPinAfterWrite,
 	keyMaxLag,
 	keyPatroniAPIURLs,
@@ -124,6 +126,9 @@ var fallbackKeys = []string{
 //	                                      if that is larger than 1s)
 //	health_probe_interval     1s          period of the role and zone probes; every 2ms
 //	                                      instead while a call waits for a usable host; > 0
+//	health_probe_timeout      3s          how long a probe's question may go unanswered on
+//	                                      its open connection before the host is judged silent
+//	                                      and every connection to it is cut; > 0
 //	pin_after_write           1s          the Reader reads from the primary for this long after
 //	                                      a call that may have written (read-your-writes);
 //	                                      >= 0, 0 turns it off
@@ -235,6 +240,7 @@ func ParseConfig(connString string) (*Config, error) {
 		BackoffInitial:      defaultBackoffInitial,
 		BackoffMax:          defaultBackoffMax,
 		HealthProbeInterval: defaultHealthProbeInterval,
+		HealthProbeTimeout:  defaultHealthProbeTimeout,
 		connString:          connString,
 		Replica: ReplicaConfig{
 			PinAfterWrite: defaultPinAfterWrite,
@@ -259,6 +265,9 @@ func ParseConfig(connString string) (*Config, error) {
 		return nil, err
 	}
 	if c.HealthProbeInterval, err = p.duration(own, keyHealthProbeInterval, c.HealthProbeInterval, positive); err != nil {
+		return nil, err
+	}
+	if c.HealthProbeTimeout, err = p.duration(own, keyHealthProbeTimeout, c.HealthProbeTimeout, positive); err != nil {
 		return nil, err
 	}
 	if err := c.Replica.parse(p, own, c.HealthProbeInterval); err != nil {

@@ -67,12 +67,14 @@ type probeResult struct {
 	err   error
 }
 
-func (pr *prober) run(ctx context.Context, now func() time.Time, timeout time.Duration) probeResult {
+// run asks the host, connecting first when needed: connecting is bounded
+// by connectTimeout, the question by answerTimeout.
+func (pr *prober) run(ctx context.Context, now func() time.Time, connectTimeout, answerTimeout time.Duration) probeResult {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	if pr.conn == nil || pr.conn.IsClosed() {
+		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
 		// Probes connect like the pool does, so credentials set by the
 		// user's BeforeConnect hook (a rotating token) apply to them too.
 		cfg := pr.config.Copy()
@@ -88,6 +90,8 @@ func (pr *prober) run(ctx context.Context, now func() time.Time, timeout time.Du
 		}
 		pr.conn = conn
 	}
+	ctx, cancel := context.WithTimeout(ctx, answerTimeout)
+	defer cancel()
 	asked := now()
 	res := pr.conn.ExecParams(ctx, probeSQL, nil, nil, nil, nil).Read()
 	if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) != 4) {
@@ -187,7 +191,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	probe := func(i int) {
 		hosts[i].probes.Add(1)
 		wg.Go(func() {
-			results[i] = hosts[i].probe.run(ctx, p.clock.Now, p.probeTimeout())
+			results[i] = hosts[i].probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout)
 			done <- i
 		})
 	}
@@ -350,7 +354,7 @@ func (p *Pool) startProbe(h *hostPool) {
 				t.Stop()
 			}
 			h.probes.Add(1)
-			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout())
+			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout)
 			refused = hosthealth.Classify(r.err) == hosthealth.Terminal
 			p.observe(h, r)
 		}
