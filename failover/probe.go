@@ -160,7 +160,8 @@ func (pr *prober) closeLocked() {
 	}
 }
 
-// probeTimeout bounds one probe: connecting and asking.
+// probeTimeout bounds a probe's connect (and New's wait for the topology
+// source's first report): connect_timeout.
 func (p *Pool) probeTimeout() time.Duration {
 	if t := p.cfg.ConnConfig.ConnectTimeout; t > 0 {
 		return t
@@ -297,7 +298,7 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 // silent reports whether a probe's error shows a host that does not
 // answer: the probe could not connect and no server spoke (refused, no
 // route, no answer within connect_timeout), or its question went
-// unanswered for the whole probe timeout. Then nothing in flight there
+// unanswered for health_probe_timeout. Then nothing in flight there
 // will be answered either, and the host's sockets are cut (sockets.kill).
 // A connection the server ended (a terminated backend, a shutdown) is not
 // enough: the others may be fine, or will learn it themselves.
