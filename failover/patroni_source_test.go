@@ -75,10 +75,12 @@ func (a *apiProxies) close() {
 // hostCount returns how many hosts the Pool has.
 func hostCount(pool *failover.Pool) int { return len(pool.Stat().Hosts()) }
 
-// patroniAPIUnreachable: the connection string names the leader only; once
-// the members are found, the REST API is closed. A switchover then moves
-// the writes to a member found before: the last topology keeps serving.
-func patroniAPIUnreachable(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
+// discoveredPool waits for a healthy cluster and returns its leader, proxies
+// in front of its REST API, and a Pool whose connection string names the
+// leader alone (with params) and the proxies, once it has found every
+// member.
+func discoveredPool(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster, params string) (*pgtest.PatroniMember, *apiProxies, *failover.Pool) {
+	t.Helper()
 	if err := pc.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +89,16 @@ func patroniAPIUnreachable(t *testing.T, ctx context.Context, pc *pgtest.Patroni
 		t.Fatal(err)
 	}
 	api := newAPIProxies(t, pc)
-	pool := newPool(t, ctx, leader.ConnString(api.param()+"&patroni_refresh_interval=200ms"))
+	pool := newPool(t, ctx, leader.ConnString(api.param()+params))
 	waitUntil(t, 10*time.Second, "every member found", func() bool { return hostCount(pool) == len(pc.Members()) })
+	return leader, api, pool
+}
+
+// patroniAPIUnreachable: the connection string names the leader only; once
+// the members are found, the REST API is closed. A switchover then moves
+// the writes to a member found before: the last topology keeps serving.
+func patroniAPIUnreachable(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
+	leader, api, pool := discoveredPool(t, ctx, pc, "&patroni_refresh_interval=200ms")
 	api.close()
 	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS api_down (v int)"); err != nil {
 		t.Fatal(err)
@@ -118,16 +128,7 @@ func patroniAPIUnreachable(t *testing.T, ctx context.Context, pc *pgtest.Patroni
 // switchover; the Pool reads GET /cluster once per URL per refresh however
 // many of them wait.
 func patroniHerd(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster) {
-	if err := pc.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	leader, err := pc.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := newAPIProxies(t, pc)
-	pool := newPool(t, ctx, leader.ConnString(api.param()+"&pool_max_conns=10"))
-	waitUntil(t, 10*time.Second, "every member found", func() bool { return hostCount(pool) == len(pc.Members()) })
+	leader, api, pool := discoveredPool(t, ctx, pc, "&pool_max_conns=10")
 	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS herd (v int)"); err != nil {
 		t.Fatal(err)
 	}
