@@ -314,6 +314,11 @@ func TestReaderAfterPromotion(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE promo (v int)"); err != nil {
 		t.Fatal(err)
 	}
+	// Replication is asynchronous: the table must be on the replica
+	// before it is promoted.
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
 	next := c.Replicas()[0]
 	if err := c.Failover(ctx, next); err != nil {
 		t.Fatal(err)

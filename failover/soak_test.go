@@ -245,6 +245,11 @@ func TestChaosSoak(t *testing.T) {
 	w := startWriters(t, ctx, pool, 3)
 	r := startReaders(t, ctx, pool, 3)
 	stamps := startStamps(t, ctx, pool)
+	// The replicas must have the stamps table before reads look for it:
+	// a bound on staleness says nothing of a table created a moment ago.
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
 	sr := startStampCheckers(t, ctx, pool, stamps, 2, maxLag)
 	waitUntil(t, 30*time.Second, "writes and reads before the first fault", func() bool {
 		return w.okCount() >= 50 && r.okCount() >= 50 && sr.okCount() >= 50
