@@ -176,6 +176,23 @@ func TestQueryReplaysOnlyBeforeTheFirstRow(t *testing.T) {
 			t.Fatalf("rows seen %v: rows from a second execution were spliced in", seen)
 		}
 	})
+
+	t.Run("QueryRow cut after its row is run again", func(t *testing.T) {
+		// The first row is big enough to be flushed before the server
+		// sleeps on the second; QueryRow has scanned it when the backend
+		// dies, and its Scan runs the read again.
+		const marker = "after-row-5d1e"
+		var wg sync.WaitGroup
+		wg.Go(func() { terminateWhenRunning(t, ctx, c.Primary(), marker) })
+		var g int
+		var pad string
+		err := pool.QueryRow(ctx, `SELECT g, repeat('x', 100000) FROM generate_series(1, 2) g,
+			LATERAL (SELECT pg_sleep(CASE WHEN g = 2 THEN 1 ELSE 0 END)) s /* `+marker+` */`).Scan(&g, &pad)
+		wg.Wait()
+		if err != nil || g != 1 || len(pad) != 100000 {
+			t.Fatalf("a replay-safe QueryRow cut after its row: g=%d, %d bytes, %v; want 1 and no error", g, len(pad), err)
+		}
+	})
 }
 
 func TestSentWriteIsNeverRunAgain(t *testing.T) {

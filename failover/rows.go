@@ -46,8 +46,11 @@ func (r *row) send() {
 }
 
 // Scan reads the first row as pgx's QueryRow does (ErrNoRows when there is
-// none, the rest discarded). The query runs again elsewhere only when it
-// failed before its row was scanned into dest.
+// none, the rest discarded). A replay-safe read runs again elsewhere when
+// its connection failed before the query completed, even after its row
+// was scanned into dest: the row of the new execution is scanned into dest
+// again, whole. Any other statement runs again only when it provably did
+// not run.
 func (r *row) Scan(dest ...any) error {
 	if r.scanned {
 		// Like pgx: the row is gone after the first Scan.
@@ -74,8 +77,14 @@ func (r *row) Scan(dest ...any) error {
 		case err == nil:
 			err = scanErr
 			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&writes)
+		case got && scanErr == nil:
+			// The row reached dest and then the connection failed. A
+			// replay-safe read runs again: its one row is scanned into
+			// dest again, whole, so nothing of the two executions mixes.
+			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql))
 		case got:
-			// The row reached dest; what failed after it is not replayed.
+			// The row could not be scanned; what failed after it is not
+			// replayed.
 			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql)&writes)
 		default:
 			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql))
