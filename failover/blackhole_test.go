@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"go.uber.org/goleak"
 
@@ -213,18 +211,7 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 	}
 
 	// Every acknowledged write reached the promoted standby, exactly once.
-	rows, err := pool.Query(ctx, "SELECT id FROM writes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := make(map[int64]int, len(ids))
-	for _, id := range ids {
-		count[id]++
-	}
+	count := writeCounts(t, ctx, pool)
 	for _, w := range writes {
 		if w.err == nil && count[w.id] != 1 {
 			t.Errorf("acknowledged id %d is present %d times", w.id, count[w.id])

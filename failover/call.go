@@ -135,10 +135,7 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 // over, connecting is bounded by what is left of the budget, so a host that
 // does not answer cannot stretch it by a whole connect_timeout.
 func (c *call) acquireFrom(h *hostPool) (*pgxpool.Conn, error) {
-	pool := h.pool
-	if c.picker.reads != nil {
-		pool = h.reads
-	}
+	pool := c.picker.poolOf(h)
 	if !c.episode {
 		return pool.Acquire(c.ctx)
 	}

@@ -53,9 +53,13 @@ func newLagBook() *lagBook {
 func (b *lagBook) observe(addr string, r probeResult) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	old, wasReplica := b.replayed[addr]
 	switch {
 	case r.err != nil || r.role == hosthealth.RoleUnknown:
 		// Unknown until a probe says otherwise.
+		if !wasReplica {
+			return // nothing known of it changes
+		}
 		delete(b.replayed, addr)
 	case r.role == hosthealth.RolePrimary:
 		delete(b.replayed, addr)
@@ -69,6 +73,9 @@ func (b *lagBook) observe(addr string, r probeResult) {
 			b.history.Add(replica.Sample{LSN: r.wal, At: r.asked})
 		}
 	default:
+		if wasReplica && old == r.wal {
+			return // the same position: every bound stays as it is
+		}
 		b.replayed[addr] = r.wal
 	}
 	b.publish()

@@ -81,13 +81,7 @@ func hostCount(pool *failover.Pool) int { return len(pool.Stat().Hosts()) }
 // member.
 func discoveredPool(t *testing.T, ctx context.Context, pc *pgtest.PatroniCluster, params string) (*pgtest.PatroniMember, *apiProxies, *failover.Pool) {
 	t.Helper()
-	if err := pc.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	leader, err := pc.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leader, _, _ := patroniRoles(t, ctx, pc)
 	api := newAPIProxies(t, pc)
 	pool := newPool(t, ctx, leader.ConnString(api.param()+params))
 	waitUntil(t, 10*time.Second, "every member found", func() bool { return hostCount(pool) == len(pc.Members()) })

@@ -1,6 +1,10 @@
 package failover
 
-import "github.com/pgfailover/pgfailover/hosthealth"
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+)
 
 // picker decides which hosts a call may use, and in which order. The Pool's
 // calls pick for the Pool's target, best ranked first; other routes (reads
@@ -10,6 +14,15 @@ import "github.com/pgfailover/pgfailover/hosthealth"
 type picker struct {
 	target hosthealth.Target
 	reads  *Reader // set for the Reader's calls, which route by its rules
+}
+
+// poolOf returns the pgxpool of h that the picker's calls use: the
+// Reader's read-only sessions, or the Pool's own connections.
+func (pk picker) poolOf(h *hostPool) *pgxpool.Pool {
+	if pk.reads != nil {
+		return h.reads
+	}
+	return h.pool
 }
 
 // changed returns a channel closed when something the picker reads,

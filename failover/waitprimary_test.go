@@ -50,6 +50,20 @@ func (r *reader) okCount() int {
 // exactly once on the pool's primary.
 func checkAcked(t *testing.T, ctx context.Context, pool *failover.Pool, w *writer) {
 	t.Helper()
+	count := writeCounts(t, ctx, pool)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range w.acked {
+		if count[id] != 1 {
+			t.Errorf("acknowledged id %d is present %d times", id, count[id])
+		}
+	}
+}
+
+// writeCounts returns how many times each id is in the writes table on
+// the pool's primary.
+func writeCounts(t *testing.T, ctx context.Context, pool *failover.Pool) map[int64]int {
+	t.Helper()
 	rows, err := pool.Query(ctx, "SELECT id FROM writes")
 	if err != nil {
 		t.Fatal(err)
@@ -62,13 +76,7 @@ func checkAcked(t *testing.T, ctx context.Context, pool *failover.Pool, w *write
 	for _, id := range ids {
 		count[id]++
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, id := range w.acked {
-		if count[id] != 1 {
-			t.Errorf("acknowledged id %d is present %d times", id, count[id])
-		}
-	}
+	return count
 }
 
 // checkOnlyInFlightWritesFailed fails the test unless every failed write
