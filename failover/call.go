@@ -448,8 +448,7 @@ func explainRefusal(ctx context.Context, conn *pgxpool.Conn, err error) error {
 	if conn.QueryRow(ctx, q).Scan(&inRecovery, &source) != nil || inRecovery {
 		return err
 	}
-	switch source {
-	case "configuration file", "command line", "environment variable", "override":
+	if hosthealth.FencedBy(source) {
 		return err // fenced by the server's configuration
 	}
 	return &readOnlyByChoice{err}

@@ -72,9 +72,18 @@ func (p *parseState) pgxError(err error) *ConfigError {
 	if errors.As(err, &pce) {
 		stripped := *pce
 		stripped.ConnString = ""
-		msg := strings.TrimPrefix(stripped.Error(), "cannot parse ``: ")
-		return p.fail("", msg, &stripped)
+		return p.fail("", pgxExplanation(&stripped), &stripped)
 	}
 	// pgx returns nothing else today; say little about what it might.
 	return p.fail("", "pgx rejected the connection string", err)
+}
+
+// pgxExplanation returns what a *pgconn.ParseConfigError says beyond the
+// connection string it quotes: its message and cause. pgconn keeps both
+// unexported, so they are what Error() prints after the quoted string,
+// whose frame is pgconn's own: the text of an error whose ConnString is
+// empty. e.ConnString must be empty.
+func pgxExplanation(e *pgconn.ParseConfigError) string {
+	frame := (&pgconn.ParseConfigError{}).Error() // "cannot parse ``: "
+	return strings.TrimPrefix(e.Error(), frame)
 }

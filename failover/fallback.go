@@ -229,11 +229,10 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 
 // fallbackReason sorts a connect failure for the fallback's decisions.
 func fallbackReason(err error) patroni.Reason {
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-		switch pgErr.Code {
-		case "28P01", "28000":
-			return patroni.ReasonAuth
-		}
+	if hosthealth.AuthRefused(err) {
+		return patroni.ReasonAuth
+	}
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
 		return patroni.ReasonStartup
 	}
 	switch {

@@ -29,9 +29,10 @@ import (
 // role or database is the application's choice and does not count; it
 // shows in pg_settings with another source. The pg_settings scan runs only
 // when the setting is on.
-const probeSQL = `SELECT pg_is_in_recovery() OR (current_setting('default_transaction_read_only') = 'on' AND EXISTS (
+// The sources that fence a server are hosthealth.FencedBy's.
+var probeSQL = `SELECT pg_is_in_recovery() OR (current_setting('default_transaction_read_only') = 'on' AND EXISTS (
 	SELECT FROM pg_settings WHERE name = 'default_transaction_read_only'
-	AND source IN ('configuration file', 'command line', 'environment variable', 'override'))),
+	AND source IN ` + hosthealth.FencingSourcesSQL() + `)),
 	current_setting('pgfailover.zone', true),
 	CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END,
 	current_setting('wal_block_size')::int`
@@ -276,7 +277,8 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 		if class := hosthealth.Classify(r.err); class != hosthealth.NotFailover {
 			p.tracker.ObserveFailure(h.addr, class)
 		}
-		if silent(r.err) {
+		if hosthealth.Unanswered(r.err) {
+			// Nothing in flight there will be answered either.
 			h.socks.kill()
 		}
 		if p.local != nil && hosthealth.Classify(r.err) != hosthealth.NotFailover {
@@ -293,26 +295,6 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 	if after.State != before.State && after.State > hosthealth.Unknown {
 		p.refreshTopology() // a host went down: the cluster may have moved
 	}
-}
-
-// silent reports whether a probe's error shows a host that does not
-// answer: the probe could not connect and no server spoke (refused, no
-// route, no answer within connect_timeout), or its question went
-// unanswered for health_probe_timeout. Then nothing in flight there
-// will be answered either, and the host's sockets are cut (sockets.kill).
-// A connection the server ended (a terminated backend, a shutdown) is not
-// enough: the others may be fine, or will learn it themselves.
-func silent(err error) bool {
-	if hosthealth.Classify(err) != hosthealth.Transport {
-		return false
-	}
-	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return false
-	}
-	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
-		return true
-	}
-	return pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // status returns what the tracker knows about the host at addr.
