@@ -78,7 +78,7 @@ func (br *batchResults) send() error {
 func (br *batchResults) policy() policy {
 	p := batchPolicy(br.ctx, br.batch)
 	if br.read {
-		p &= writes
+		p = p.delivered()
 	}
 	return p
 }
@@ -105,7 +105,7 @@ func (br *batchResults) settle(err *error) bool {
 	rule := br.policy()
 	br.read = true
 	if br.conn == nil {
-		*err = br.call.done(*err, rule&^(replayable|retryUnsent))
+		*err = br.call.done(*err, rule.delivered())
 		return false
 	}
 	br.cur.Close()
@@ -177,9 +177,9 @@ func (br *batchResults) Close() error {
 		br.conn = nil
 		// Closing never sends the batch again.
 		if err != nil {
-			return br.call.done(err, br.policy()&^(replayable|retryUnsent))
+			return br.call.done(err, br.policy().delivered())
 		}
-		return br.call.done(nil, batchPolicy(br.ctx, br.batch)&writes)
+		return br.call.done(nil, batchPolicy(br.ctx, br.batch)&mayWrite)
 	}
 	return err
 }

@@ -220,51 +220,51 @@ func (c *call) wait(s *hosthealth.Snapshot, heldBack bool) error {
 // done settles an attempt on c.host. err is what the attempt returned and
 // rule what the statement allows. done returns nil on success, errRetry
 // when the caller should try the next host, and otherwise the error to
-// hand back. A success with rule including writes tells the Pool that data
-// may have changed. Once a call is settled, later errors (a rows or batch
-// closed after its error was returned) pass through unchanged and are not
-// counted again.
+// hand back. A success with rule including mayWrite tells the Pool that
+// data may have changed. Once a call is settled, later errors (a rows or
+// batch closed after its error was returned) pass through unchanged and
+// are not counted again.
+//
+// A failure goes through four steps: classify (what the error and the
+// statement say), mark (the host's health, and the call's episode), decide
+// (the pure retry decision) and settle (the effects of the verdict).
 func (c *call) done(err error, rule policy) error {
 	if c.settledOnce {
 		return err
 	}
 	if err == nil {
-		if rule&writes != 0 && c.picker.reads == nil {
+		if rule&mayWrite != 0 && c.picker.reads == nil {
 			c.p.wrote(c.ctx, c.host)
 		}
 		c.finish(nil)
 		return nil
 	}
-	class := hosthealth.Classify(err)
-	if rc, ok := err.(*readOnlyByChoice); ok {
-		err, class = rc.err, hosthealth.NotFailover
-	}
-	if class == hosthealth.Topology && c.picker.target.Accepts(hosthealth.RoleReplica) {
-		if _, ok := errors.AsType[*hosthealth.RoleError](err); !ok {
-			// The target takes read-only servers, so a write refused by
-			// one is the caller's own, as with libpq: no other host is
-			// better placed to run it.
-			class = hosthealth.NotFailover
-		}
-	}
-	callerDone := c.ctx.Err() != nil
-	if !callerDone && class != hosthealth.NotFailover && class != hosthealth.Terminal {
+	err, f := classify(err, rule, c.picker.target)
+	f.callerDone = c.ctx.Err() != nil
+	c.mark(&f, err)
+	f.failedOver, f.attempts, f.maxAttempts, f.timeLeft = c.episode, c.attempts, c.p.cfg.MaxAttempts, c.timeLeft()
+	v, counts := decide(f)
+	return c.settle(v, counts, f.callerDone, err)
+}
+
+// mark applies what failure f says of the host: its health (and the
+// fallback's view) and the call's failover episode, which a first event
+// starts.
+func (c *call) mark(f *failure, err error) {
+	mark, record := f.marks()
+	class := f.meaning()
+	if mark {
 		c.p.markFailed(c.host, class, err)
 	}
-	if !callerDone && class != hosthealth.NotFailover {
+	if record {
 		c.record(class, err)
 	}
-	v, counts := decide(failure{
-		class:       class,
-		didNotRun:   hosthealth.DidNotRun(err),
-		answered:    class == hosthealth.NotFailover && isServerError(err),
-		rule:        rule,
-		callerDone:  callerDone,
-		failedOver:  c.episode,
-		attempts:    c.attempts,
-		maxAttempts: c.p.cfg.MaxAttempts,
-		timeLeft:    c.timeLeft(),
-	})
+}
+
+// settle applies verdict v on a failed attempt: a counted attempt holds
+// the host back for a backoff before the call may send there again; the
+// call then retries, or ends with err as the verdict says.
+func (c *call) settle(v verdict, counts, callerDone bool, err error) error {
 	if counts {
 		c.attempts++
 		c.failed = append(c.failed, c.host.addr)
@@ -376,13 +376,6 @@ func (c *call) noteFirst(addr string, err error) {
 		}
 	}
 	c.note(addr, err)
-}
-
-// isServerError reports whether err is an error the server sent about the
-// statement: it ran and was rolled back, or never ran.
-func isServerError(err error) bool {
-	_, ok := errors.AsType[*pgconn.PgError](err)
-	return ok
 }
 
 // note keeps err as the last outcome of host addr.

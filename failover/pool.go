@@ -306,9 +306,9 @@ func (p *Pool) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNam
 		n, err = conn.Conn().CopyFrom(ctx, tableName, columnNames, src)
 		conn.Release()
 		if src.touched {
-			return writes, err // rows were consumed: never sent again
+			return mayWrite, err // rows were consumed: never sent again
 		}
-		return write, err
+		return writeOnce, err
 	})
 	return n, err
 }

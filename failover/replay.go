@@ -51,12 +51,12 @@ func queryPolicy(ctx context.Context, sql string) policy {
 	case replayAlways:
 		return idempotent
 	case replayNever:
-		return write
+		return writeOnce
 	}
 	if sqlclass.ReplaySafe(sql) {
 		return idempotent
 	}
-	return write
+	return writeOnce
 }
 
 // execPolicy is the policy of Exec. Exec is never replayed once its
@@ -67,7 +67,7 @@ func execPolicy(ctx context.Context, sql string) policy {
 	if modeOf(ctx) != replayNever && sqlclass.ReplaySafe(sql) {
 		return readOnce
 	}
-	return write
+	return writeOnce
 }
 
 // batchPolicy is the policy of a batch none of whose results reached the
@@ -77,11 +77,11 @@ func batchPolicy(ctx context.Context, b *pgx.Batch) policy {
 	case replayAlways:
 		return idempotent
 	case replayNever:
-		return write
+		return writeOnce
 	}
 	for _, q := range b.QueuedQueries {
 		if !sqlclass.ReplaySafe(q.SQL) {
-			return write
+			return writeOnce
 		}
 	}
 	return idempotent

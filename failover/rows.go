@@ -73,10 +73,10 @@ func (r *row) Scan(dest ...any) error {
 		switch {
 		case err == nil && !got:
 			err = pgx.ErrNoRows
-			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&writes)
+			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&mayWrite)
 		case err == nil:
 			err = scanErr
-			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&writes)
+			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&mayWrite)
 		case got && scanErr == nil:
 			// The row reached dest and then the connection failed. A
 			// replay-safe read runs again: its one row is scanned into
@@ -85,7 +85,7 @@ func (r *row) Scan(dest ...any) error {
 		case got:
 			// The row could not be scanned; what failed after it is not
 			// replayed.
-			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql)&writes)
+			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql)&mayWrite)
 		default:
 			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql))
 		}
@@ -123,10 +123,10 @@ type rows struct {
 	args []any
 	call call
 
-	conn      *pgxpool.Conn // nil once released
-	inner     pgx.Rows
-	delivered bool  // a row has reached the caller
-	err       error // the final error, once settled
+	conn         *pgxpool.Conn // nil once released
+	inner        pgx.Rows
+	rowDelivered bool  // a row has reached the caller
+	err          error // the final error, once settled
 }
 
 // start sends the query to the next host that accepts it.
@@ -135,7 +135,7 @@ func (r *rows) start() error {
 		inner, err := conn.Query(r.ctx, r.sql, r.args...)
 		if err == nil {
 			r.conn, r.inner = conn, inner
-			return delivered, errKeep
+			return 0, errKeep // the policy of a success that goes on is not looked at
 		}
 		err = explainRefusal(r.ctx, conn, err)
 		conn.Release()
@@ -146,7 +146,7 @@ func (r *rows) start() error {
 func (r *rows) Next() bool {
 	for r.err == nil && r.conn != nil {
 		if r.inner.Next() {
-			r.delivered = true
+			r.rowDelivered = true
 			return true
 		}
 		err := r.inner.Err()
@@ -172,11 +172,11 @@ func (r *rows) Next() bool {
 func (r *rows) policy(err error) policy {
 	p := queryPolicy(r.ctx, r.sql)
 	if err == nil {
-		return p & writes
+		return p & mayWrite
 	}
-	if r.delivered {
+	if r.rowDelivered {
 		// Never replayed now; a write cut off is still of unknown outcome.
-		p &= writes
+		p = p.delivered()
 	}
 	return p
 }
@@ -196,7 +196,7 @@ func (r *rows) Close() {
 	r.release()
 	// Closing ends the query: whatever happened, it is not sent again.
 	err := r.inner.Err()
-	if err = r.call.done(err, r.policy(err)&^(replayable|retryUnsent)); err != nil && r.err == nil {
+	if err = r.call.done(err, r.policy(err).delivered()); err != nil && r.err == nil {
 		r.err = err
 	}
 }
