@@ -10,16 +10,13 @@ import (
 	"github.com/pgfailover/pgfailover/replica"
 )
 
-// lagBook turns what the probes learn of WAL positions into each
-// replica's freshness: the primary's samples, and the position each
-// replica has replayed. It publishes the result as an immutable lagView
-// for the Reader's routing.
+// lagBook feeds what the probes learn of WAL positions to a replica.Book
+// and publishes each replica's freshness as an immutable lagView for the
+// Reader's routing.
 type lagBook struct {
-	// mu guards history, primary and replayed. No I/O while held.
-	mu       sync.Mutex
-	history  *replica.History
-	primary  string // the host whose samples history holds
-	replayed map[string]replica.LSN
+	// mu guards book. No I/O while held.
+	mu   sync.Mutex
+	book *replica.Book
 
 	view atomic.Pointer[lagView]
 }
@@ -44,77 +41,44 @@ const (
 )
 
 func newLagBook() *lagBook {
-	b := &lagBook{history: replica.NewHistory(historySize), replayed: map[string]replica.LSN{}}
+	b := &lagBook{book: replica.NewBook(historySize, sampleSpacing)}
 	b.view.Store(&lagView{changed: make(chan struct{})})
 	return b
 }
 
-// observe records one probe of the host at addr.
-func (b *lagBook) observe(addr string, r probeResult) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	old, wasReplica := b.replayed[addr]
-	switch {
-	case r.err != nil || r.role == hosthealth.RoleUnknown:
-		// Unknown until a probe says otherwise.
-		if !wasReplica {
-			return // nothing known of it changes
+// probed records one probe of the host at addr.
+func (b *lagBook) probed(addr string, r probeResult) {
+	b.apply(func(book *replica.Book) bool {
+		switch {
+		case r.err != nil || r.role == hosthealth.RoleUnknown:
+			return book.Unknown(addr)
+		case r.role == hosthealth.RolePrimary:
+			return book.Primary(addr, r.wal, r.asked)
 		}
-		delete(b.replayed, addr)
-	case r.role == hosthealth.RolePrimary:
-		delete(b.replayed, addr)
-		if addr != b.primary {
-			// Another primary: its positions say nothing of the old one's.
-			b.history.Reset()
-			b.primary = addr
-		}
-		last, ok := b.history.Last()
-		if r.wal != 0 && (!ok || r.wal == last.LSN || r.asked.Sub(last.At) >= sampleSpacing) {
-			b.history.Add(replica.Sample{LSN: r.wal, At: r.asked})
-		}
-	default:
-		if wasReplica && old == r.wal {
-			return // the same position: every bound stays as it is
-		}
-		b.replayed[addr] = r.wal
-	}
-	b.publish()
+		return book.Replica(addr, r.wal)
+	})
 }
 
 // raise records that the replica at addr has replayed at least wal, as
 // seen on one of its connections.
 func (b *lagBook) raise(addr string, wal replica.LSN) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if old, ok := b.replayed[addr]; ok && old < wal {
-		b.replayed[addr] = wal
-		b.publish()
-	}
+	b.apply(func(book *replica.Book) bool { return book.Raise(addr, wal) })
 }
 
 // forget drops a host that left the topology.
 func (b *lagBook) forget(addr string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.replayed, addr)
-	if addr == b.primary {
-		b.history.Reset()
-		b.primary = ""
-	}
-	b.publish()
+	b.apply(func(book *replica.Book) bool { return book.Forget(addr) })
 }
 
-// publish stores a new view when any replica's freshness changed.
-// b.mu is held.
-func (b *lagBook) publish() {
-	next := make(map[string]replica.Candidate, len(b.replayed))
-	for addr, wal := range b.replayed {
-		if wal == 0 {
-			continue
-		}
-		fresh, _ := b.history.Reached(wal)
-		next[addr] = replica.Candidate{Fresh: fresh, Replayed: wal}
+// apply runs change on the book and, when it says the freshness may have
+// changed, stores a new view if any replica's freshness did.
+func (b *lagBook) apply(change func(*replica.Book) bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !change(b.book) {
+		return
 	}
+	next := b.book.Candidates()
 	old := b.view.Load()
 	if maps.Equal(old.replicas, next) {
 		return

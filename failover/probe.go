@@ -289,7 +289,7 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 		p.observeRole(h, r.role)
 		p.tracker.ObserveZone(h.addr, r.zone)
 	}
-	p.lag.observe(h.addr, r)
+	p.lag.probed(h.addr, r)
 	after, _ := p.status(h.addr)
 	p.logChange(before, after, r.err)
 	if after.State != before.State && after.State > hosthealth.Unknown {
