@@ -352,12 +352,7 @@ func (c *call) startEpisode() {
 		return
 	}
 	c.episode = true
-	budget := c.p.cfg.MaxDuration
-	if c.p.local != nil {
-		// Local-first: no call waits past query_wait_timeout.
-		budget = min(budget, c.p.cfg.patroni.queryWait)
-	}
-	c.deadline = c.p.clock.Now().Add(budget)
+	c.deadline = c.p.clock.Now().Add(c.p.steer.budget(c.p.cfg.MaxDuration))
 	c.span = c.p.telemetry.startEpisode(c.ctx)
 }
 

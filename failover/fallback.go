@@ -8,10 +8,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/topology"
 )
+
+var _ steerer = (*localFirst)(nil)
 
 // localFirst is the local-first fallback (fallback_local): the connection
 // string's first host is the local server and takes the Pool's calls;
@@ -23,6 +28,8 @@ type localFirst struct {
 	p     *Pool
 	local string
 	fb    *patroni.Fallback
+
+	candidateFailed metric.Int64Counter // pgfailover.fallback.candidate_failures
 
 	// mu guards round. No I/O while held.
 	mu    sync.Mutex
@@ -44,29 +51,68 @@ func newLocalFirst(p *Pool) (*localFirst, error) {
 	if err != nil {
 		return nil, &ConfigError{Key: keyFallbackLocal, Msg: err.Error(), Err: err}
 	}
-	return &localFirst{p: p, local: p.cfg.Hosts[0].Addr(), fb: fb}, nil
+	failures, err := p.telemetry.meter.Int64Counter("pgfailover.fallback.candidate_failures",
+		metric.WithDescription("Local-first fallback: candidates that failed to connect in a discovery round, by reason."),
+		metric.WithUnit("{failure}"))
+	if err != nil {
+		return nil, err
+	}
+	return &localFirst{p: p, local: p.cfg.Hosts[0].Addr(), fb: fb, candidateFailed: failures}, nil
 }
 
-// next returns the host the fallback sends the call to, if it can take
-// the call now, or nil to let the ranking choose. When a discovery round is
-// due it starts one and waits for it, at most query_wait_timeout.
-func (lf *localFirst) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) *hostPool {
+// choose returns the address the fallback sends the call to (the local
+// server, or the fallback host in force), or "" to let the ranking
+// choose. When a discovery round is due it starts one and waits for it, at
+// most query_wait_timeout.
+func (lf *localFirst) choose(ctx context.Context) string {
 	d := lf.fb.Decide(lf.p.clock.Now())
 	if d.Action == patroni.Discover {
-		lf.wait(c.ctx, lf.discover())
+		lf.wait(ctx, lf.discover())
 		d = lf.fb.Decide(lf.p.clock.Now())
 	}
-	if d.Action == patroni.Discover || d.Addr == "" {
-		return nil
+	if d.Action == patroni.Discover {
+		return ""
 	}
-	h := hosts.byAddr[d.Addr]
-	if h == nil || h.retired.Load() || c.heldBack(h) {
-		return nil
+	return d.Addr
+}
+
+// members hands the topology source's report to the fallback: its
+// candidates.
+func (lf *localFirst) members(members []topology.Member) { lf.fb.SetMembers(members) }
+
+// budget bounds a call's failover budget: with local-first, no call waits
+// past query_wait_timeout.
+func (lf *localFirst) budget(configured time.Duration) time.Duration {
+	return min(configured, lf.p.cfg.patroni.queryWait)
+}
+
+// register reports the gauges pgfailover.fallback.active and
+// pgfailover.fallback.host.
+func (lf *localFirst) register(meter metric.Meter) (metric.Registration, error) {
+	active, err := meter.Int64ObservableGauge("pgfailover.fallback.active",
+		metric.WithDescription("Local-first fallback: 1 while calls go to a fallback host instead of the local server, else 0."),
+		metric.WithUnit("1"))
+	if err != nil {
+		return nil, err
 	}
-	if i, ok := s.Lookup(d.Addr); !ok || !s.Usable(i, c.picker.target) {
-		return nil
+	host, err := meter.Int64ObservableGauge("pgfailover.fallback.host",
+		metric.WithDescription("Local-first fallback: 1 for the fallback host in force, by address; absent when none."),
+		metric.WithUnit("{host}"))
+	if err != nil {
+		return nil, err
 	}
-	return h
+	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		// Only the host in force is reported, so the old one's series
+		// ends in the very collection the new one's begins.
+		addr, ok := lf.fb.Active(lf.p.clock.Now())
+		var on int64
+		if ok {
+			on = 1
+			o.ObserveInt64(host, 1, metric.WithAttributes(attribute.String("pgfailover.host", addr)))
+		}
+		o.ObserveInt64(active, on)
+		return nil
+	}, active, host)
 }
 
 // wait waits for a discovery round to end, for query_wait_timeout, or for
@@ -142,7 +188,7 @@ func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.
 				return
 			}
 			if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
-				lf.p.telemetry.fallbackCandidateFailed(context.Background(), fallbackReason(err))
+				lf.candidateFailed.Add(context.Background(), 1, metric.WithAttributes(attribute.String("pgfailover.reason", fallbackReason(err).String())))
 				lf.fb.CandidateFailed(h.addr, lf.p.clock.Now(), fallbackReason(err))
 			}
 			results <- ""

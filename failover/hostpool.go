@@ -240,9 +240,7 @@ func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
 		return
 	}
 	p.tracker.ObserveFailure(h.addr, class)
-	if p.local != nil {
-		p.local.failed(h.addr, err)
-	}
+	p.steer.failed(h.addr, err)
 	p.refreshTopology()
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -19,8 +18,7 @@ type hostTable struct {
 	list    []*hostPool
 	noReads map[string]bool // hosts the topology source asks to keep read traffic off
 	// readLast holds hosts the Reader uses only when no other replica
-	// qualifies: a Patroni standby cluster's leader, which replicates from
-	// another cluster.
+	// qualifies (topology.Member.ReadLast).
 	readLast map[string]bool
 }
 
@@ -64,7 +62,7 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 	next.noReads, next.readLast = map[string]bool{}, map[string]bool{}
 	for _, m := range p.sourced {
 		next.noReads[m.Addr()] = m.NoLoadBalance
-		next.readLast[m.Addr()] = m.Tags[patroni.TagRole] == patroni.RoleStandbyLeader.String()
+		next.readLast[m.Addr()] = m.ReadLast
 	}
 	// New pools first, so that every host a snapshot ranks has a pool; the
 	// tracker next; and only then the removed hosts go.
@@ -142,9 +140,7 @@ func (p *Pool) watch(src topology.Source, reported func()) {
 			members = []topology.Member{}
 		}
 		p.setHosts(members) // hosts that cannot be added are logged
-		if p.local != nil {
-			p.local.fb.SetMembers(members)
-		}
+		p.steer.members(members)
 		reported()
 	})
 	if err != nil && p.life.Err() == nil && p.cfg.Logger != nil {

@@ -1,9 +1,14 @@
 package failover
 
 import (
+	"context"
+	"time"
+
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // picker decides which hosts a call may use, and in which order. The Pool's
@@ -42,8 +47,8 @@ func (pk picker) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (h *hos
 	if pk.reads != nil {
 		return pk.reads.next(s, hosts, c)
 	}
-	if lf := c.p.local; lf != nil && c.picker.reads == nil {
-		if h := lf.next(s, hosts, c); h != nil {
+	if c.picker.reads == nil { // on the Reader's way to the primary, the steerer has no say
+		if h := pk.steered(s, hosts, c); h != nil {
 			return h, false
 		}
 	}
@@ -64,6 +69,23 @@ func (pk picker) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (h *hos
 	return nil, heldBack
 }
 
+// steered returns the host the Pool's steerer chooses for c, when it can
+// take the call now and c does not hold it back, else nil.
+func (pk picker) steered(s *hosthealth.Snapshot, hosts *hostTable, c *call) *hostPool {
+	addr := c.p.steer.choose(c.ctx)
+	if addr == "" {
+		return nil
+	}
+	h := hosts.byAddr[addr]
+	if h == nil || h.retired.Load() || c.heldBack(h) {
+		return nil
+	}
+	if i, ok := s.Lookup(addr); !ok || !s.Usable(i, pk.target) {
+		return nil
+	}
+	return h
+}
+
 // noHost reports whether every host in s is in the wrong role for the
 // picker's target.
 func (pk picker) noHost(s *hosthealth.Snapshot) bool {
@@ -74,3 +96,37 @@ func (pk picker) noHost(s *hosthealth.Snapshot) bool {
 	}
 	return true
 }
+
+// steerer sends the Pool's own calls to a host of its choosing ahead of
+// the ranking: the local-first fallback (fallback_local, fallback.go) is
+// the one there is, and noSteer stands in when it is off. The walk, the
+// probes and the host table call it through this interface and know
+// nothing else of it. Its methods are safe for concurrent use; none does
+// I/O on the caller's goroutine, and only choose may wait.
+type steerer interface {
+	// choose returns the address of the host a call should go to now, or
+	// "" to let the ranking choose. The host is used only when it can
+	// take the call. choose may wait, within its own bound and ctx, for
+	// such a host to be found.
+	choose(ctx context.Context) string
+	// failed tells of a failover event on the host at addr, met by a call
+	// or a probe.
+	failed(addr string, err error)
+	// members hands over each report of the topology source.
+	members([]topology.Member)
+	// budget returns a call's failover budget, given the configured one.
+	budget(configured time.Duration) time.Duration
+	// register reports the steerer's gauges on meter at each collection;
+	// Close unregisters them. The registration is nil when it has none.
+	register(meter metric.Meter) (metric.Registration, error)
+}
+
+// noSteer is the steerer of a Pool without local-first fallback: the
+// ranking alone chooses.
+type noSteer struct{}
+
+func (noSteer) choose(context.Context) string                      { return "" }
+func (noSteer) failed(string, error)                               {}
+func (noSteer) members([]topology.Member)                          {}
+func (noSteer) budget(configured time.Duration) time.Duration      { return configured }
+func (noSteer) register(metric.Meter) (metric.Registration, error) { return nil, nil }

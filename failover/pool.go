@@ -34,7 +34,7 @@ type Pool struct {
 	tracker   *hosthealth.Tracker
 	lag       *lagBook // the replicas' freshness, from the probes
 	reader    *Reader
-	local     *localFirst // the local-first fallback; nil unless fallback_local
+	steer     steerer // the local-first fallback (fallback_local), or noSteer
 	telemetry *telemetry
 
 	// hosts is the host table: one pool per host, by address. It is
@@ -56,7 +56,8 @@ type Pool struct {
 	// may have written last succeeded.
 	lastWrite atomic.Int64
 
-	hostGauge metric.Registration // the pgfailover.host.state callback
+	hostGauge  metric.Registration // the pgfailover.host.state callback
+	steerGauge metric.Registration // the steerer's gauges, if it has any
 
 	patroniClient *patroni.Client // the client of the Patroni source the Pool built, if any
 
@@ -107,6 +108,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		clock:     cfg.clock,
 		picker:    picker{target: cfg.Target},
 		telemetry: tel,
+		steer:     noSteer{},
 	}
 	if p.clock == nil {
 		p.clock = clock.Real()
@@ -127,7 +129,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, err
 	}
 	if cfg.patroni.fallbackLocal {
-		if p.local, err = newLocalFirst(p); err != nil {
+		if p.steer, err = newLocalFirst(p); err != nil {
 			p.Close()
 			return nil, err
 		}
@@ -164,6 +166,10 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		p.Close()
 		return nil, err
 	}
+	if p.steerGauge, err = p.steer.register(tel.meter); err != nil {
+		p.Close()
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -185,6 +191,9 @@ func (p *Pool) Close() {
 		p.closed.Store(true)
 		if p.hostGauge != nil {
 			p.hostGauge.Unregister()
+		}
+		if p.steerGauge != nil {
+			p.steerGauge.Unregister()
 		}
 		p.stop()
 		p.followMu.Lock() // PgxPool closes what it builds once closed is set

@@ -281,8 +281,8 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 			// Nothing in flight there will be answered either.
 			h.socks.kill()
 		}
-		if p.local != nil && hosthealth.Classify(r.err) != hosthealth.NotFailover {
-			p.local.failed(h.addr, r.err)
+		if hosthealth.Classify(r.err) != hosthealth.NotFailover {
+			p.steer.failed(h.addr, r.err)
 		}
 	} else {
 		h.socks.up()

@@ -83,9 +83,7 @@ func (r *Reader) currentView(s *hosthealth.Snapshot, t *hostTable) *readView {
 		c := lag.replicas[st.Addr]
 		c.Usable = s.Usable(i, hosthealth.TargetReplica)
 		c.Tier = hosthealth.ZoneTier(hosthealth.TargetReplica, r.p.cfg.Zone, st.Zone)
-		if t.readLast[st.Addr] {
-			c.Tier = lastTier
-		}
+		c.Last = t.readLast[st.Addr]
 		v.hosts = append(v.hosts, h)
 		v.cands = append(v.cands, c)
 	}
@@ -218,9 +216,6 @@ func (r *Reader) lagError(addr string) error {
 	bound, known := c.Staleness(now)
 	return &ReplicaLagError{Addr: addr, Known: ok && known, Bound: bound, MaxLag: r.router.Policy.MaxLag}
 }
-
-// lastTier ranks a replica after every zone tier.
-const lastTier = hosthealth.TierOther + 1
 
 // unknownPosition is the position of a causal token whose write's
 // position could not be read: reads carrying it go to the primary.

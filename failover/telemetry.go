@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -28,7 +27,6 @@ type telemetry struct {
 	failedCount   metric.Int64Counter
 	waitTime      metric.Float64Histogram
 	reads         metric.Int64Counter
-	candidateFail metric.Int64Counter
 	readAttrs     [2][numReasons][]metric.AddOption // by destination (replica, primary) and reason
 	tracer        trace.Tracer
 }
@@ -68,13 +66,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 	if err != nil {
 		return nil, err
 	}
-	candidateFail, err := m.Int64Counter("pgfailover.fallback.candidate_failures",
-		metric.WithDescription("Local-first fallback: candidates that failed to connect in a discovery round, by reason."),
-		metric.WithUnit("{failure}"))
-	if err != nil {
-		return nil, err
-	}
-	t := &telemetry{meter: m, survivedCount: survived, failedCount: failed, waitTime: wait, reads: reads, candidateFail: candidateFail, tracer: tp.Tracer(instrumentationName)}
+	t := &telemetry{meter: m, survivedCount: survived, failedCount: failed, waitTime: wait, reads: reads, tracer: tp.Tracer(instrumentationName)}
 	for d, dest := range []string{"replica", "primary"} {
 		for r := range numReasons {
 			// Built once: recording then allocates nothing.
@@ -85,12 +77,6 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 		}
 	}
 	return t, nil
-}
-
-// fallbackCandidateFailed counts a candidate of the local-first fallback
-// that failed to connect.
-func (t *telemetry) fallbackCandidateFailed(ctx context.Context, reason patroni.Reason) {
-	t.candidateFail.Add(ctx, 1, metric.WithAttributes(attribute.String("pgfailover.reason", reason.String())))
 }
 
 // readRouted counts a read the Reader sent, to a replica or the primary.
@@ -120,33 +106,10 @@ func (t *telemetry) observeHosts(p *Pool) (metric.Registration, error) {
 	if err != nil {
 		return nil, err
 	}
-	active, err := t.meter.Int64ObservableGauge("pgfailover.fallback.active",
-		metric.WithDescription("Local-first fallback: 1 while calls go to a fallback host instead of the local server, else 0."),
-		metric.WithUnit("1"))
-	if err != nil {
-		return nil, err
-	}
-	fallbackHost, err := t.meter.Int64ObservableGauge("pgfailover.fallback.host",
-		metric.WithDescription("Local-first fallback: 1 for the fallback host in force, by address; absent when none."),
-		metric.WithUnit("{host}"))
-	if err != nil {
-		return nil, err
-	}
 	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := p.tracker.Snapshot()
 		lag := p.lag.view.Load()
 		now := p.clock.Now()
-		if p.local != nil {
-			// Only the host in force is reported, so the old one's series
-			// ends in the very collection the new one's begins.
-			addr, ok := p.local.fb.Active(now)
-			var on int64
-			if ok {
-				on = 1
-				o.ObserveInt64(fallbackHost, 1, metric.WithAttributes(attribute.String("pgfailover.host", addr)))
-			}
-			o.ObserveInt64(active, on)
-		}
 		for i := range s.Len() {
 			h := s.Host(i)
 			host := attribute.String("pgfailover.host", h.Addr)
@@ -162,7 +125,7 @@ func (t *telemetry) observeHosts(p *Pool) (metric.Registration, error) {
 			}
 		}
 		return nil
-	}, gauge, stale, active, fallbackHost)
+	}, gauge, stale)
 }
 
 // waited records that a call waited d for a usable host.

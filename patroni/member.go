@@ -88,8 +88,8 @@ func (m Member) Addr() string {
 
 // Topology returns the member as a topology.Member. Its zone is the value
 // of the tag named zoneTag: "" when the member has no such tag or zoneTag
-// is "". Tags carries TagName, TagRole and TagState, and TagNoFailover
-// when set.
+// is "". A standby cluster's leader reads last (ReadLast). Tags carries
+// TagName, TagRole and TagState, and TagNoFailover when set.
 func (m Member) Topology(zoneTag string) topology.Member {
 	role := m.RoleName
 	if m.Role != RoleUnknown {
@@ -109,6 +109,7 @@ func (m Member) Topology(zoneTag string) topology.Member {
 		Zone:          zone,
 		Role:          m.Claims(),
 		NoLoadBalance: m.NoLoadBalance,
+		ReadLast:      m.Role == RoleStandbyLeader,
 		Tags:          tags,
 	}
 }

@@ -435,3 +435,19 @@ func TestNewSourceErrors(t *testing.T) {
 
 // A Source is a topology.Source.
 var _ topology.Source = (*Source)(nil)
+
+// TestSourceReadLast: a standby cluster's leader is reported to read
+// last; no other member is.
+func TestSourceReadLast(t *testing.T) {
+	body := `{"members":[
+ {"name":"sl","role":"standby_leader","state":"running","host":"h1","port":1},
+ {"name":"r","role":"replica","state":"streaming","host":"h2","port":1},
+ {"name":"l","role":"leader","state":"running","host":"h3","port":1}]}`
+	h := newHarness(t, body, SourceConfig{})
+	h.start()
+	for _, m := range h.next().Members {
+		if want := m.Host == "h1"; m.ReadLast != want {
+			t.Errorf("%s: ReadLast = %v, want %v", m.Addr(), m.ReadLast, want)
+		}
+	}
+}

@@ -15,6 +15,10 @@ type Candidate struct {
 	// read has not failed on it yet.
 	Usable bool
 	Tier   hosthealth.Tier
+	// Last: the replica takes reads only when no replica without Last is
+	// eligible (topology.Member.ReadLast); its zone tier then does not
+	// count.
+	Last bool
 	// Fresh is the time before which every acknowledged write is visible
 	// on the replica (History.Reached); zero when unknown.
 	Fresh time.Time
@@ -159,6 +163,7 @@ func (rt *Router) Route(r Read, cands []Candidate) (int, Reason) {
 }
 
 const (
+	lastKey   = 16             // the key of a Last replica: after every zone tier
 	verifyKey = 256            // added to the tier of a replica whose position needs checking
 	noKey     = math.MaxUint16 // not eligible
 )
@@ -172,6 +177,9 @@ func key(c *Candidate, after LSN, oldest time.Time) uint16 {
 		return noKey
 	}
 	k := uint16(c.Tier)
+	if c.Last {
+		k = lastKey
+	}
 	if after != 0 && c.Replayed < after {
 		k += verifyKey
 	}

@@ -108,3 +108,23 @@ func TestReasonString(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteLast: a replica that reads last takes reads only when no other
+// replica is eligible, whatever its zone.
+func TestRouteLast(t *testing.T) {
+	var rt replica.Router
+	now := time.Unix(1000, 0)
+	cands := []replica.Candidate{
+		{Usable: true, Tier: hosthealth.TierSame, Last: true},
+		{Usable: true, Tier: hosthealth.TierOther},
+	}
+	for range 4 {
+		if i, reason := rt.Route(replica.Read{Now: now}, cands); i != 1 || reason != replica.Eligible {
+			t.Fatalf("Route = %d, %v; want the replica that does not read last", i, reason)
+		}
+	}
+	cands[1].Usable = false
+	if i, reason := rt.Route(replica.Read{Now: now}, cands); i != 0 || reason != replica.Eligible {
+		t.Fatalf("Route = %d, %v; want the one that reads last, alone eligible", i, reason)
+	}
+}

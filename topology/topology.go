@@ -21,6 +21,10 @@ type Member struct {
 	Role hosthealth.Role
 	// NoLoadBalance asks that the member be given no read traffic.
 	NoLoadBalance bool
+	// ReadLast asks that the member take reads only when no other replica
+	// qualifies: it replicates from outside the cluster (a Patroni standby
+	// cluster's leader, which follows another cluster's primary).
+	ReadLast bool
 	// Tags are the source's other labels for the member, if any. The map
 	// must not be modified once handed to an update function.
 	Tags map[string]string
