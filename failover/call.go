@@ -155,13 +155,13 @@ func (c *call) pick() (*hostPool, error) {
 		if err := c.ctx.Err(); err != nil {
 			return nil, c.giveUp(c.noHostOr(ErrBudgetExhausted), err)
 		}
-		s := c.p.tracker.Snapshot()
-		h, heldBack := c.picker.next(s, c.p.hosts.Load(), c)
+		rs := c.p.routes.Load()
+		h, heldBack := c.picker.next(rs, c)
 		if h != nil {
 			c.host = h
 			return h, nil
 		}
-		if err := c.wait(s, heldBack); err != nil {
+		if err := c.wait(rs, heldBack); err != nil {
 			return nil, err
 		}
 	}
@@ -176,17 +176,17 @@ func (c *call) heldBack(h *hostPool) bool {
 // noHostOr returns ErrNoHost when every host is in the wrong role for the
 // call's picker, else kind.
 func (c *call) noHostOr(kind error) error {
-	if c.picker.noHost(c.p.tracker.Snapshot()) {
+	if c.picker.noHost(c.p.routes.Load().health) {
 		return ErrNoHost
 	}
 	return kind
 }
 
-// wait blocks until the host snapshot s is superseded, the backoff before
+// wait blocks until what the picker reads in rs changes, the backoff before
 // a re-send ends (when heldBack), the budget or the caller's context runs
 // out, or the Pool closes. While it waits, the probes ask every host
 // every few milliseconds, so that a promotion is seen at once.
-func (c *call) wait(s *hosthealth.Snapshot, heldBack bool) error {
+func (c *call) wait(rs *routes, heldBack bool) error {
 	c.startEpisode()
 	now := c.p.clock.Now()
 	until := c.deadline
@@ -204,9 +204,7 @@ func (c *call) wait(s *hosthealth.Snapshot, heldBack bool) error {
 	defer c.p.waitEnded()
 	defer func() { c.waited += c.p.clock.Now().Sub(now) }()
 	select {
-	case <-s.Changed():
-		return nil
-	case <-c.picker.changed():
+	case <-c.picker.changed(rs):
 		return nil
 	case <-t.C():
 		return nil // the deadline is checked again on the next round
@@ -395,7 +393,7 @@ func (c *call) giveUp(kind, cause error) error {
 	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: c.attempts, Hosts: c.outcomes}
 	// Hosts the call never tried (it waited while they were down or in the
 	// wrong role) are listed with what the Pool knew of them.
-	s := c.p.tracker.Snapshot()
+	s := c.p.routes.Load().health
 	for i := range s.Len() {
 		h := s.Host(i)
 		if slices.ContainsFunc(fe.Hosts, func(o HostError) bool { return o.Addr == h.Addr }) {

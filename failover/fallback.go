@@ -172,7 +172,7 @@ func (lf *localFirst) runRound() {
 func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.Plan) string {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	table := lf.p.hosts.Load()
+	table := lf.p.routes.Load().table
 	results := make(chan string, len(wave))
 	var wg sync.WaitGroup
 	for _, m := range wave {
@@ -211,7 +211,7 @@ func (lf *localFirst) won(addr string) {
 	if lf.p.cfg.Logger != nil {
 		lf.p.cfg.Logger.Info("pgfailover: local server down; calls go to a fallback host", "local", lf.local, "host", addr)
 	}
-	h := lf.p.hosts.Load().byAddr[addr]
+	h := lf.p.routes.Load().table.byAddr[addr]
 	if h == nil {
 		return
 	}

@@ -174,6 +174,7 @@ func (p *Pool) noteDialFailures(h *hostPool, dial pgconn.DialFunc) pgconn.DialFu
 		conn, err := dial(ctx, network, addr)
 		if err != nil && hosthealth.Classify(err) == hosthealth.Transport {
 			p.tracker.ObserveFailure(h.addr, hosthealth.Transport)
+			p.reroute()
 		}
 		return conn, err
 	}
@@ -184,7 +185,7 @@ func (p *Pool) noteDialFailures(h *hostPool, dial pgconn.DialFunc) pgconn.DialFu
 // Pool would send a call to.
 func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
-	return h != nil && !h.retired.Load() && p.usable(h, conn) && p.canTake(h, p.cfg.Target)
+	return h != nil && p.routes.Load().holds(h) && p.usable(h, conn) && p.canTake(h, p.cfg.Target)
 }
 
 // connected records that the pool has a connection to addr.
@@ -217,7 +218,7 @@ func (f *follower) demoted(addr string) {
 // fail over.
 func (p *Pool) AcquireAllIdle(ctx context.Context) []*pgxpool.Conn {
 	var conns []*pgxpool.Conn
-	for _, h := range p.hosts.Load().list {
+	for _, h := range p.routes.Load().table.list {
 		conns = append(conns, h.pool.AcquireAllIdle(ctx)...)
 	}
 	return conns

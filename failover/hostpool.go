@@ -172,9 +172,7 @@ var errHostNotUsable = errors.New("pgfailover: host cannot take calls now")
 // canTake reports whether host h can take calls for target now: it is
 // Healthy or Unknown in the current snapshot.
 func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
-	s := p.tracker.Snapshot()
-	i, ok := s.Lookup(h.addr)
-	return ok && s.Usable(i, target)
+	return p.routes.Load().usable(h.addr, target)
 }
 
 // usable reports whether an idle connection of host h may be handed out.
@@ -220,6 +218,7 @@ func (p *Pool) observeRole(h *hostPool, role hosthealth.Role) {
 		was = s.Host(i).Role
 	}
 	p.tracker.ObserveConnect(h.addr, role)
+	p.reroute()
 	if role != was && !p.cfg.Target.Accepts(role) {
 		h.pool.Reset()
 		p.follower().demoted(h.addr)
@@ -240,6 +239,7 @@ func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
 		return
 	}
 	p.tracker.ObserveFailure(h.addr, class)
+	p.reroute()
 	p.steer.failed(h.addr, err)
 	p.refreshTopology()
 }

@@ -40,7 +40,7 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 	}
 	wanted, configs := p.wantedHosts()
 
-	old := p.hosts.Load()
+	old := p.routes.Load().table
 	next := &hostTable{byAddr: make(map[string]*hostPool, len(wanted))}
 	var errs []error
 	for i, w := range wanted {
@@ -64,14 +64,19 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		next.noReads[m.Addr()] = m.NoLoadBalance
 		next.readLast[m.Addr()] = m.ReadLast
 	}
-	// New pools first, so that every host a snapshot ranks has a pool; the
-	// tracker next; and only then the removed hosts go.
-	p.hosts.Store(next)
-	p.tracker.SetHosts(wanted)
+	// The new table and the tracker's new set are published together;
+	// only then the removed hosts go.
+	var gone []*hostPool
+	var goneAddrs []string
 	for _, h := range old.list {
 		if next.byAddr[h.addr] == nil {
-			p.retire(h)
+			gone = append(gone, h)
+			goneAddrs = append(goneAddrs, h.addr)
 		}
+	}
+	p.setTable(next, wanted, goneAddrs)
+	for _, h := range gone {
+		p.retire(h)
 	}
 	return errors.Join(errs...)
 }
@@ -107,7 +112,6 @@ func (p *Pool) wantedHosts() ([]hosthealth.Host, []Host) {
 // retire drains a host that left the topology. Called with topoMu held.
 func (p *Pool) retire(h *hostPool) {
 	h.retired.Store(true)
-	p.lag.forget(h.addr)
 	if h.stopProbe != nil {
 		h.stopProbe()
 	}
@@ -126,7 +130,7 @@ func (p *Pool) startProbing() {
 	p.topoMu.Lock()
 	defer p.topoMu.Unlock()
 	p.probing = true
-	for _, h := range p.hosts.Load().list {
+	for _, h := range p.routes.Load().table.list {
 		p.startProbe(h)
 	}
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // pickPool builds, in memory and without servers, a Pool with n hosts as
-// far as call.pick looks at it: the tracker, the host table and the
-// picker for target. Every host has answered: the last one is the primary, the others
+// far as call.pick looks at it: the routing state and the picker for
+// target. Every host has answered: the last one is the primary, the others
 // are replicas, so that for TargetPrimary the best host is the last one
 // configured.
 func pickPool(b *testing.B, n int, target hosthealth.Target) *Pool {
@@ -28,15 +29,19 @@ func pickPool(b *testing.B, n int, target hosthealth.Target) *Pool {
 		cfg:     &Config{Target: target},
 		picker:  picker{target: target},
 		clock:   clock.Real(),
-		tracker: hosthealth.NewTracker(hosts, hosthealth.Options{}),
+		tracker: hosthealth.NewTracker(nil, hosthealth.Options{}),
+		lag:     replica.NewBook(historySize, sampleSpacing),
+		steer:   noSteer{},
 	}
-	p.hosts.Store(table)
+	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
+	p.setTable(table, hosts, nil)
 	for i, h := range hosts {
 		role := hosthealth.RoleReplica
 		if i == n-1 {
 			role = hosthealth.RolePrimary
 		}
 		p.tracker.ObserveConnect(h.Addr, role)
+		p.reroute()
 	}
 	return p
 }
@@ -53,9 +58,9 @@ func BenchmarkPick(b *testing.B) {
 	for _, target := range []hosthealth.Target{hosthealth.TargetPrimary, hosthealth.TargetPreferReplica} {
 		for _, n := range []int{3, 16, 64} {
 			p := pickPool(b, n, target)
-			want := p.hosts.Load().list[n-1]
+			want := p.routes.Load().table.list[n-1]
 			if target == hosthealth.TargetPreferReplica {
-				want = p.hosts.Load().list[0]
+				want = p.routes.Load().table.list[0]
 			}
 			name := fmt.Sprintf("target=%s/hosts=%d", target, n)
 			b.Run(name+"/serial", func(b *testing.B) {
@@ -91,7 +96,7 @@ func BenchmarkPickHeldBack(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{3, 16, 64} {
 		p := pickPool(b, n, hosthealth.TargetPreferReplica)
-		list := p.hosts.Load().list
+		list := p.routes.Load().table.list
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			failed := []string{list[0].addr}

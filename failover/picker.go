@@ -30,37 +30,30 @@ func (pk picker) poolOf(h *hostPool) *pgxpool.Pool {
 	return h.pool
 }
 
-// changed returns a channel closed when something the picker reads,
-// beyond the host snapshot, changes: for the Reader, the replicas'
-// freshness. It is nil (never ready) for the Pool's own calls.
-func (pk picker) changed() <-chan struct{} {
+// changed returns the channel closed when something the picker reads
+// changes in rs: the hosts' health for the Pool's calls, and for the
+// Reader's the replicas' freshness too.
+func (pk picker) changed(rs *routes) <-chan struct{} {
 	if pk.reads == nil {
-		return nil
+		return rs.moved
 	}
-	return pk.reads.p.lag.view.Load().changed
+	return rs.changed
 }
 
-// next returns the best host in s that can take the call now and is not
+// next returns the best host in rs that can take the call now and is not
 // held back by the call, or nil. heldBack reports whether a usable host was
 // passed over only because the call's backoff holds it back.
-func (pk picker) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (h *hostPool, heldBack bool) {
+func (pk picker) next(rs *routes, c *call) (h *hostPool, heldBack bool) {
 	if pk.reads != nil {
-		return pk.reads.next(s, hosts, c)
+		return pk.reads.next(rs, c)
 	}
 	if c.picker.reads == nil { // on the Reader's way to the primary, the steerer has no say
-		if h := pk.steered(s, hosts, c); h != nil {
+		if h := pk.steered(rs, c); h != nil {
 			return h, false
 		}
 	}
-	for _, i := range s.Ranking(pk.target) {
-		if !s.Usable(i, pk.target) {
-			break // the ranking puts every usable host first
-		}
-		h := hosts.byAddr[s.Host(i).Addr]
-		switch {
-		case h == nil || h.retired.Load():
-			continue // left the topology since the snapshot
-		case c.heldBack(h):
+	for _, h := range rs.ranked[pk.target] {
+		if c.heldBack(h) {
 			heldBack = true
 			continue
 		}
@@ -71,16 +64,13 @@ func (pk picker) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (h *hos
 
 // steered returns the host the Pool's steerer chooses for c, when it can
 // take the call now and c does not hold it back, else nil.
-func (pk picker) steered(s *hosthealth.Snapshot, hosts *hostTable, c *call) *hostPool {
+func (pk picker) steered(rs *routes, c *call) *hostPool {
 	addr := c.p.steer.choose(c.ctx)
 	if addr == "" {
 		return nil
 	}
-	h := hosts.byAddr[addr]
-	if h == nil || h.retired.Load() || c.heldBack(h) {
-		return nil
-	}
-	if i, ok := s.Lookup(addr); !ok || !s.Usable(i, pk.target) {
+	h := rs.table.byAddr[addr]
+	if h == nil || c.heldBack(h) || !rs.usable(addr, pk.target) {
 		return nil
 	}
 	return h

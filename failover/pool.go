@@ -32,14 +32,18 @@ type Pool struct {
 	clock     clock.Clock
 	picker    picker // the hosts for the Pool's target
 	tracker   *hosthealth.Tracker
-	lag       *lagBook // the replicas' freshness, from the probes
 	reader    *Reader
 	steer     steerer // the local-first fallback (fallback_local), or noSteer
 	telemetry *telemetry
 
-	// hosts is the host table: one pool per host, by address. It is
-	// replaced, never modified, by setHosts; callers read it lock-free.
-	hosts atomic.Pointer[hostTable]
+	// routes is the routing state (routes.go): the host table, each
+	// host's health and freshness, the rankings. It is replaced, never
+	// modified, by the writers; callers read it lock-free.
+	routes atomic.Pointer[routes]
+	// routeMu serializes the rebuilds of routes and guards lag. No I/O
+	// while held.
+	routeMu sync.Mutex
+	lag     *replica.Book // the replicas' freshness, from the probes and the Reader's checks
 	// topoMu serializes changes to the host set and guards sourced. No I/O
 	// while held: creating a host's pgxpool connects nothing.
 	topoMu  sync.Mutex
@@ -114,17 +118,17 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		p.clock = clock.Real()
 	}
 	p.tracker = hosthealth.NewTracker(nil, hosthealth.Options{Zone: cfg.Zone, Now: p.clock.Now})
-	p.lag = newLagBook()
+	p.lag = replica.NewBook(historySize, sampleSpacing)
 	p.reader = &Reader{p: p, router: replica.Router{Policy: replica.Policy{
 		MaxLag:        cfg.Replica.MaxLag,
 		PinAfterWrite: cfg.Replica.PinAfterWrite,
 	}}}
-	p.hosts.Store(&hostTable{})
+	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
 	wake := make(chan struct{})
 	p.wake.Store(&wake)
 	p.life, p.stop = context.WithCancel(context.Background())
 
-	if err := p.setHosts(nil); err != nil && len(p.hosts.Load().list) == 0 {
+	if err := p.setHosts(nil); err != nil && len(p.routes.Load().table.list) == 0 {
 		p.Close()
 		return nil, err
 	}
@@ -200,7 +204,7 @@ func (p *Pool) Close() {
 		f, rf := p.follow.Load(), p.reader.follow.Load()
 		p.followMu.Unlock()
 		p.topoMu.Lock() // no host is added once closed is set and this is held
-		hosts := p.hosts.Load().list
+		hosts := p.routes.Load().table.list
 		p.topoMu.Unlock()
 		for _, h := range hosts {
 			h.socks.killIfDown()
@@ -240,7 +244,7 @@ func (p *Pool) Close() {
 // Reset closes every connection of every host: idle ones at once, those in
 // use when they are released.
 func (p *Pool) Reset() {
-	for _, h := range p.hosts.Load().list {
+	for _, h := range p.routes.Load().table.list {
 		h.pool.Reset()
 		h.reads.Reset()
 	}

@@ -183,7 +183,7 @@ func (p *Pool) probeTimeout() time.Duration {
 // one that does not answer passes it after firstProbeLead, and is still
 // waited for.
 func (p *Pool) probeAll(ctx context.Context) error {
-	hosts := p.hosts.Load().list
+	hosts := p.routes.Load().table.list
 	if len(hosts) == 0 {
 		return &FailoverError{Kind: ErrNoHost}
 	}
@@ -289,7 +289,7 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 		p.observeRole(h, r.role)
 		p.tracker.ObserveZone(h.addr, r.zone)
 	}
-	p.lag.probed(h.addr, r)
+	p.probedLag(h.addr, r) // rebuilds the routes with the tracker's news too
 	after, _ := p.status(h.addr)
 	p.logChange(before, after, r.err)
 	if after.State != before.State && after.State > hosthealth.Unknown {

@@ -47,64 +47,26 @@ import (
 type Reader struct {
 	p      *Pool
 	router replica.Router
-	view   atomic.Pointer[readView] // the last view built; rebuilt when stale
 	follow atomic.Pointer[follower] // PgxPool's pool, nil until first asked for; built under Pool.followMu
 }
 
 // Reader returns the Pool's Reader.
 func (p *Pool) Reader() *Reader { return p.reader }
 
-// readView is the Reader's picture of the replicas: one candidate per
-// replica that takes reads, with its freshness. It is built from one
-// tracker snapshot, one lag view and one host table, and is rebuilt when
-// any of them is replaced.
-type readView struct {
-	snap  *hosthealth.Snapshot
-	lag   *lagView
-	table *hostTable
-	hosts []*hostPool // the replicas, in the snapshot's order
-	cands []replica.Candidate
-}
-
-// currentView returns a view built from s and t and the current lag view.
-// Concurrent readers may each build one; any of them is right.
-func (r *Reader) currentView(s *hosthealth.Snapshot, t *hostTable) *readView {
-	lag := r.p.lag.view.Load()
-	if v := r.view.Load(); v != nil && v.snap == s && v.lag == lag && v.table == t {
-		return v
-	}
-	v := &readView{snap: s, lag: lag, table: t}
-	for i := range s.Len() {
-		st := s.Host(i)
-		h := t.byAddr[st.Addr]
-		if h == nil || h.retired.Load() || t.noReads[st.Addr] || st.StateFor(hosthealth.TargetReplica) == hosthealth.TopologyReject {
-			continue
-		}
-		c := lag.replicas[st.Addr]
-		c.Usable = s.Usable(i, hosthealth.TargetReplica)
-		c.Tier = hosthealth.ZoneTier(hosthealth.TargetReplica, r.p.cfg.Zone, st.Zone)
-		c.Last = t.readLast[st.Addr]
-		v.hosts = append(v.hosts, h)
-		v.cands = append(v.cands, c)
-	}
-	r.view.Store(v)
-	return v
-}
-
 // next is the Reader's picker: the replica whose turn it is, else the
 // primary. It records where the read went on the call.
-func (r *Reader) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (*hostPool, bool) {
-	v := r.currentView(s, hosts)
+// Its candidates are the routes' replicas (routes.go).
+func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 	read := replica.Read{Now: r.p.clock.Now(), After: c.after}
 	if !c.connect {
 		read.LastWrite = r.p.lastWriteTime()
 	}
-	cands := v.cands
+	cands := rs.cands
 	if len(c.failed) > 0 || len(c.behind) > 0 {
 		// Replicas this read failed on, or found behind its position, are
 		// passed over for good.
 		cands = append([]replica.Candidate(nil), cands...)
-		for i, h := range v.hosts {
+		for i, h := range rs.replicas {
 			if c.failedOn(h.addr) || slices.Contains(c.behind, h.addr) {
 				cands[i].Usable = false
 			}
@@ -117,9 +79,9 @@ func (r *Reader) next(s *hosthealth.Snapshot, hosts *hostTable, c *call) (*hostP
 	c.verify = reason == replica.Verify
 	c.reason = reason
 	if i != replica.Primary {
-		return v.hosts[i], false
+		return rs.replicas[i], false
 	}
-	return picker{target: hosthealth.TargetPrimary}.next(s, hosts, c)
+	return picker{target: hosthealth.TargetPrimary}.next(rs, c)
 }
 
 // lastWriteTime returns when a call that may have written last completed,
@@ -208,7 +170,7 @@ func (r *Reader) lagError(addr string) error {
 	if r.router.Policy.MaxLag == 0 {
 		return nil
 	}
-	c, ok := r.p.lag.view.Load().replicas[addr]
+	c, ok := r.p.routes.Load().fresh[addr]
 	now := r.p.clock.Now()
 	if ok && r.router.Eligible(&replica.Candidate{Usable: true, Fresh: c.Fresh}, now) {
 		return nil
@@ -233,7 +195,7 @@ func (r *Reader) replayed(ctx context.Context, h *hostPool, conn *pgxpool.Conn, 
 	if err != nil {
 		return false
 	}
-	r.p.lag.raise(h.addr, got)
+	r.p.raiseLag(h.addr, got)
 	return got >= pos
 }
 
@@ -283,15 +245,17 @@ func (r *Reader) connectHost(ctx context.Context) (*hostPool, error) {
 // a read.
 func (r *Reader) connUsable(conn *pgx.Conn) bool {
 	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
-	if h == nil || h.retired.Load() || !fresh(conn) {
+	if h == nil || !fresh(conn) {
 		return false
 	}
-	s := r.p.tracker.Snapshot()
-	v := r.currentView(s, r.p.hosts.Load())
+	rs := r.p.routes.Load()
+	if !rs.holds(h) {
+		return false // its host left the topology
+	}
 	now := r.p.clock.Now()
 	eligible := false
-	for i, rh := range v.hosts {
-		if r.router.Eligible(&v.cands[i], now) {
+	for i, rh := range rs.replicas {
+		if r.router.Eligible(&rs.cands[i], now) {
 			if rh == h {
 				return true
 			}
@@ -299,6 +263,5 @@ func (r *Reader) connUsable(conn *pgx.Conn) bool {
 		}
 	}
 	// Not an eligible replica: the primary, while no replica is.
-	i, ok := s.Lookup(h.addr)
-	return !eligible && ok && s.Usable(i, hosthealth.TargetPrimary)
+	return !eligible && rs.usable(h.addr, hosthealth.TargetPrimary)
 }

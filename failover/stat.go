@@ -40,23 +40,21 @@ type HostStat struct {
 
 // Stat returns a snapshot of every host's health and pool.
 func (p *Pool) Stat() *Stat {
-	hosts := p.hosts.Load().list
-	snap := p.tracker.Snapshot()
-	lag := p.lag.view.Load()
+	rs := p.routes.Load()
 	now := p.clock.Now()
-	s := &Stat{hosts: make([]HostStat, 0, len(hosts))}
-	for _, h := range hosts {
-		i, ok := snap.Lookup(h.addr)
-		if !ok {
-			continue // added or removed since the table was read
+	s := &Stat{hosts: make([]HostStat, 0, len(rs.table.list))}
+	// The routes' hosts are in the table's order: the connection string's
+	// first, then the source's.
+	for i, hr := range rs.hosts {
+		h := hr.pool
+		if h == nil {
+			continue // its pool could not be built: not in the table
 		}
-		st := snap.Host(i)
-		st.State = snap.State(i, p.cfg.Target)
+		st := rs.health.Host(i)
+		st.State = rs.health.State(i, p.cfg.Target)
 		tier := hosthealth.ZoneTier(p.cfg.Target, p.cfg.Zone, st.Zone)
 		hs := HostStat{HostStatus: st, Tier: tier, Probes: h.probes.Load(), Pool: h.pool.Stat(), Reads: h.reads.Stat()}
-		if c, ok := lag.replicas[h.addr]; ok {
-			hs.Staleness, hs.StalenessKnown = c.Staleness(now)
-		}
+		hs.Staleness, hs.StalenessKnown = hr.fresh.Staleness(now)
 		s.hosts = append(s.hosts, hs)
 	}
 	return s

@@ -107,8 +107,8 @@ func (t *telemetry) observeHosts(p *Pool) (metric.Registration, error) {
 		return nil, err
 	}
 	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		s := p.tracker.Snapshot()
-		lag := p.lag.view.Load()
+		rs := p.routes.Load()
+		s := rs.health
 		now := p.clock.Now()
 		for i := range s.Len() {
 			h := s.Host(i)
@@ -118,10 +118,8 @@ func (t *telemetry) observeHosts(p *Pool) (metric.Registration, error) {
 				attribute.String("pgfailover.state", s.State(i, p.cfg.Target).String()),
 				attribute.String("pgfailover.role", h.Role.String()),
 			))
-			if c, ok := lag.replicas[h.Addr]; ok {
-				if bound, ok := c.Staleness(now); ok {
-					o.ObserveFloat64(stale, bound.Seconds(), metric.WithAttributes(host))
-				}
+			if bound, ok := rs.hosts[i].fresh.Staleness(now); ok {
+				o.ObserveFloat64(stale, bound.Seconds(), metric.WithAttributes(host))
 			}
 		}
 		return nil
