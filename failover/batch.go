@@ -38,8 +38,8 @@ func snapshot(b *pgx.Batch) []pgx.QueuedQuery {
 	return qs
 }
 
-// fresh rebuilds the batch from its snapshot for another attempt.
-func (br *batchResults) fresh() *pgx.Batch {
+// rebuilt returns the batch rebuilt from its snapshot, for another attempt.
+func (br *batchResults) rebuilt() *pgx.Batch {
 	b := &pgx.Batch{}
 	for _, q := range br.queued {
 		b.Queue(q.SQL, q.Arguments...).Fn = q.Fn
@@ -119,7 +119,7 @@ func (br *batchResults) settle(err *error) bool {
 		return false
 	}
 	br.read = false
-	br.batch = br.fresh()
+	br.batch = br.rebuilt()
 	if e := br.send(); e != nil {
 		*err = e
 		br.cur = pgx.FailedBatchResults(br.batch, e)

@@ -54,8 +54,8 @@ type call struct {
 	reason replica.Reason // why it went where it goes
 	verify bool           // check that the replica picked has replayed after
 	behind []string       // replicas checked that had not replayed after
-	// connect: the host of a long-lived connection is being chosen, so
-	// no pin after writes.
+	// connect: the host of a long-lived connection is being chosen
+	// (connectHost), so no pin after writes.
 	connect bool
 }
 

@@ -266,7 +266,7 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 	if err != nil {
 		return err
 	}
-	p.observeRole(h, role)
+	p.roleSeen(h, role)
 	if !p.cfg.Target.Accepts(role) {
 		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: p.cfg.Target}
 	}

@@ -75,7 +75,7 @@ func (p *Pool) PgxPool() *pgxpool.Pool {
 	if f := p.follow.Load(); f != nil {
 		return f.pool
 	}
-	f := p.newFollower(route{pick: p.followHost, target: p.cfg.Target, ok: p.followerUsable})
+	f := p.newFollower(following{newCall: p.newCall, target: p.cfg.Target, ok: p.followerUsable})
 	p.follow.Store(f)
 	if p.closed.Load() {
 		// Close may have looked for it before it existed.
@@ -87,12 +87,12 @@ func (p *Pool) PgxPool() *pgxpool.Pool {
 // follower returns PgxPool's pool, nil if it was never asked for.
 func (p *Pool) follower() *follower { return p.follow.Load() }
 
-// route says where a following pool's connections go: pick chooses the
-// host of a new connection (waiting like a call while none can take it),
-// target is the roles its server may be in, and ok decides whether an idle
-// connection may be handed out.
-type route struct {
-	pick     func(context.Context) (*hostPool, error)
+// following says where a following pool's connections go: newCall starts
+// the call that chooses the host of a new connection (the Pool's, or the
+// Reader's), target is the roles its server may be in, and ok decides
+// whether an idle connection may be handed out.
+type following struct {
+	newCall  func(context.Context) call
 	target   hosthealth.Target
 	ok       func(*pgx.Conn) bool
 	readOnly bool // every session is read-only (default_transaction_read_only)
@@ -101,7 +101,7 @@ type route struct {
 // newFollower builds a pool whose connections follow rt. Called with
 // followMu held; creating a pgxpool connects nothing (pool_min_conns
 // connects in the background).
-func (p *Pool) newFollower(rt route) *follower {
+func (p *Pool) newFollower(rt following) *follower {
 	f := &follower{hosts: make(map[string]bool)}
 	cfg := p.cfg.Config.Copy()
 	cfg.ConnConfig.ValidateConnect = nil // set for each connection below
@@ -112,7 +112,7 @@ func (p *Pool) newFollower(rt route) *follower {
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
 		// ctx carries the acquiring caller's values; pgxpool ends it only
 		// when the pool closes, so the wait below is bounded by the budget.
-		h, err := rt.pick(ctx)
+		h, err := connectHost(rt.newCall(ctx))
 		if err != nil {
 			return err
 		}
@@ -138,22 +138,22 @@ func (p *Pool) newFollower(rt route) *follower {
 		}
 		return nil
 	}
-	installConnHooks(cfg, rt.ok)
-
-	pool, err := pgxpool.NewWithConfig(p.life, cfg)
+	pool, err := p.newPgxPool(cfg, rt.ok)
 	if err != nil {
 		// pgxpool refuses only settings it checked already when each
-		// host's pool was built from the same Config in NewWithConfig.
+		// host's pool was built from the same Config in NewWithConfig,
+		// and PgxPool, like pgxpool's own accessors, returns no error.
 		panic("pgfailover: PgxPool: " + err.Error())
 	}
 	f.pool = pool
 	return f
 }
 
-// followHost returns the best host that can take a new connection for the
-// Pool's target, waiting like a call while none can.
-func (p *Pool) followHost(ctx context.Context) (*hostPool, error) {
-	c := p.newCall(ctx)
+// connectHost chooses, through c, the host of a new connection of a
+// following pool (PgxPool's, the Reader's PgxPool's), waiting like a call
+// while none can take it.
+func connectHost(c call) (*hostPool, error) {
+	c.connect = true
 	h, err := c.pick()
 	if err != nil {
 		return nil, err

@@ -61,7 +61,7 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	hp.reads, err = p.buildPool(hp, readCfg, hosthealth.TargetAny, fresh)
+	hp.reads, err = p.buildPool(hp, readCfg, hosthealth.TargetAny, quiet)
 	if err != nil {
 		hp.pool.Close()
 		return nil, err
@@ -96,15 +96,24 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 	cfg.ConnConfig.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 		return p.checkRole(ctx, hp, conn, target)
 	}
-	installConnHooks(cfg, ok)
-
-	// The context only matters with pool_min_conns, whose connections
-	// pgxpool opens in the background for as long as the pool lives.
-	pool, err := pgxpool.NewWithConfig(p.life, cfg)
+	pool, err := p.newPgxPool(cfg, ok)
 	if err != nil {
 		return nil, &HostError{Addr: hp.addr, Err: err}
 	}
 	return pool, nil
+}
+
+// newPgxPool builds a pgxpool of the Pool's from cfg, whose BeforeConnect
+// and ValidateConnect already say where its connections go: it installs
+// the Pool's connection hooks (installConnHooks, with ok) and ties the
+// pool's background connects to the Pool's life. Every pgxpool the Pool
+// owns, a host's or PgxPool's, is built here. Creating one connects
+// nothing.
+func (p *Pool) newPgxPool(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) (*pgxpool.Pool, error) {
+	installConnHooks(cfg, ok)
+	// The context only matters with pool_min_conns, whose connections
+	// pgxpool opens in the background for as long as the pool lives.
+	return pgxpool.NewWithConfig(p.life, cfg)
 }
 
 // close closes both of the host's pools, in parallel: each waits for its
@@ -124,7 +133,7 @@ func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, 
 	if err != nil {
 		return err
 	}
-	p.observeRole(h, role)
+	p.roleSeen(h, role)
 	if !target.Accepts(role) {
 		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: target}
 	}
@@ -182,21 +191,21 @@ func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 // its state is uncertain, so it is discarded before a statement is sent on
 // it.
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
-	if !fresh(conn) {
+	if !quiet(conn) {
 		return false
 	}
 	pc := conn.PgConn()
 	if role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby")); role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
 		// The server's role changed while this connection was open.
-		p.observeRole(h, role)
+		p.roleSeen(h, role)
 		return false
 	}
 	return true
 }
 
-// fresh reports whether nothing is waiting on an idle connection's socket:
+// quiet reports whether nothing is waiting on an idle connection's socket:
 // the peek of usable, for connections that serve either role.
-func fresh(conn *pgx.Conn) bool {
+func quiet(conn *pgx.Conn) bool {
 	if pk, _ := conn.PgConn().CustomData()[peekKey].(*sockpeek.Peeker); pk != nil {
 		switch pk.Peek() {
 		case sockpeek.Pending, sockpeek.Closed:
@@ -206,12 +215,12 @@ func fresh(conn *pgx.Conn) bool {
 	return true
 }
 
-// observeRole records the role the server at h reported. When the target
+// roleSeen records the role the server at h reported. When the target
 // does not accept it and the host was not already known in that role, h
 // loses its pooled connections, so that no caller keeps writing to a
 // demoted primary. Doing so only on the change keeps pool_min_conns from
 // reconnecting to a replica over and over.
-func (p *Pool) observeRole(h *hostPool, role hosthealth.Role) {
+func (p *Pool) roleSeen(h *hostPool, role hosthealth.Role) {
 	s := p.tracker.Snapshot()
 	was := hosthealth.RoleUnknown
 	if i, ok := s.Lookup(h.addr); ok {
@@ -234,7 +243,7 @@ func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
 		if _, ok := errors.AsType[*hosthealth.RoleError](err); ok {
 			return
 		}
-		p.observeRole(h, hosthealth.RoleReplica)
+		p.roleSeen(h, hosthealth.RoleReplica)
 		p.refreshTopology()
 		return
 	}

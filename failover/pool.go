@@ -166,7 +166,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, err
 	}
 	p.startProbing()
-	if p.hostGauge, err = tel.observeHosts(p); err != nil {
+	if p.hostGauge, err = tel.registerHosts(p); err != nil {
 		p.Close()
 		return nil, err
 	}

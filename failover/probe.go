@@ -213,7 +213,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 					t.Stop()
 					wg.Wait()
 					for j := range next {
-						p.observe(hosts[j], results[j])
+						p.probed(hosts[j], results[j])
 					}
 					return &HostError{Addr: hosts[i].addr, Err: results[i].err}
 				case i != next-1:
@@ -240,7 +240,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	usable := false
 	for i, r := range results {
 		h := hosts[i]
-		p.observe(h, r)
+		p.probed(h, r)
 		switch {
 		case r.err != nil:
 			fe.Hosts = append(fe.Hosts, HostError{Addr: h.addr, Err: r.err})
@@ -270,8 +270,8 @@ func (p *Pool) probeAll(ctx context.Context) error {
 // credentials before it hands the turn to the next host.
 const firstProbeLead = 500 * time.Millisecond
 
-// observe records a probe's outcome on host h.
-func (p *Pool) observe(h *hostPool, r probeResult) {
+// probed records a probe's outcome on host h.
+func (p *Pool) probed(h *hostPool, r probeResult) {
 	before, _ := p.status(h.addr)
 	if r.err != nil {
 		if class := hosthealth.Classify(r.err); class != hosthealth.NotFailover {
@@ -286,7 +286,7 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 		}
 	} else {
 		h.socks.up()
-		p.observeRole(h, r.role)
+		p.roleSeen(h, r.role)
 		p.tracker.ObserveZone(h.addr, r.zone)
 	}
 	p.probedLag(h.addr, r) // rebuilds the routes with the tracker's news too
@@ -339,7 +339,7 @@ func (p *Pool) startProbe(h *hostPool) {
 			h.probes.Add(1)
 			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout)
 			refused = hosthealth.Classify(r.err) == hosthealth.Terminal
-			p.observe(h, r)
+			p.probed(h, r)
 		}
 	})
 }

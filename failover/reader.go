@@ -219,7 +219,7 @@ func (r *Reader) PgxPool() *pgxpool.Pool {
 	if f := r.follow.Load(); f != nil {
 		return f.pool
 	}
-	f := p.newFollower(route{pick: r.connectHost, target: hosthealth.TargetAny, ok: r.connUsable, readOnly: true})
+	f := p.newFollower(following{newCall: r.newReadCall, target: hosthealth.TargetAny, ok: r.connUsable, readOnly: true})
 	r.follow.Store(f)
 	if p.closed.Load() {
 		f.pool.Close() // Close may have looked for it before it existed
@@ -227,25 +227,12 @@ func (r *Reader) PgxPool() *pgxpool.Pool {
 	return f.pool
 }
 
-// connectHost chooses the host of a new connection of PgxPool's, waiting
-// like a read while none can take it.
-func (r *Reader) connectHost(ctx context.Context) (*hostPool, error) {
-	c := r.newReadCall(ctx)
-	c.connect = true
-	h, err := c.pick()
-	if err != nil {
-		return nil, err
-	}
-	c.finish(nil) // ends the wait's episode, if it waited
-	return h, nil
-}
-
 // connUsable reports whether an idle connection of PgxPool's may be
 // handed out: nothing waits on its socket, and its host would still take
 // a read.
 func (r *Reader) connUsable(conn *pgx.Conn) bool {
 	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
-	if h == nil || !fresh(conn) {
+	if h == nil || !quiet(conn) {
 		return false
 	}
 	rs := r.p.routes.Load()

@@ -88,12 +88,12 @@ func (t *telemetry) readRouted(ctx context.Context, reason replica.Reason) {
 	t.reads.Add(ctx, 1, t.readAttrs[dest][reason]...)
 }
 
-// observeHosts reports every host of p, at each collection, as the gauge
+// registerHosts reports every host of p, at each collection, as the gauge
 // pgfailover.host.state: 1 per host, with its address, its state for the
 // Pool's target and its role as attributes; and each replica whose
 // staleness bound is known as the gauge pgfailover.replica.staleness.
 // Unregister it at Close.
-func (t *telemetry) observeHosts(p *Pool) (metric.Registration, error) {
+func (t *telemetry) registerHosts(p *Pool) (metric.Registration, error) {
 	gauge, err := t.meter.Int64ObservableGauge("pgfailover.host.state",
 		metric.WithDescription("Each host the Pool knows, with its state for the Pool's target and its role; always 1."),
 		metric.WithUnit("{host}"))

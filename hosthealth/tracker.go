@@ -100,7 +100,7 @@ func NewTracker(hosts []Host, opts Options) *Tracker {
 	if t.now == nil {
 		t.now = time.Now
 	}
-	t.publish(t.fresh(hosts, nil), false)
+	t.publish(t.statuses(hosts, nil), false)
 	return t
 }
 
@@ -116,15 +116,15 @@ func (t *Tracker) SetHosts(hosts []Host) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.snap.Load()
-	hs := t.fresh(hosts, s)
+	hs := t.statuses(hosts, s)
 	if slices.Equal(hs, s.hosts) {
 		return // a source that repeats itself wakes nobody
 	}
 	t.publish(hs, s.outage)
 }
 
-// fresh builds the host list for hosts, carrying over what old knows.
-func (t *Tracker) fresh(hosts []Host, old *Snapshot) []HostStatus {
+// statuses builds the host list for hosts, carrying over what old knows.
+func (t *Tracker) statuses(hosts []Host, old *Snapshot) []HostStatus {
 	now := t.now()
 	hs := make([]HostStatus, 0, len(hosts))
 	for _, h := range hosts {
