@@ -101,7 +101,8 @@ type Config struct {
 	// HealthProbeTimeout (health_probe_timeout, default 3s, > 0) is how
 	// long a probe's question may go unanswered on its open connection
 	// before the host is judged silent and every socket to it is cut.
-	// Connecting the probe is bounded by connect_timeout instead.
+	// Connecting the probe is bounded by connect_timeout instead (5s when
+	// connect_timeout=0).
 	HealthProbeTimeout time.Duration
 
 	MeterProvider  metric.MeterProvider // nil means the otel global provider
@@ -138,6 +139,9 @@ type Config struct {
 	// tcpUserTimeout is tcp_user_timeout, default 10s, 0 for the OS
 	// default. ParseConfig's DialFunc applies it; it is kept for tests.
 	tcpUserTimeout time.Duration
+	// probeConnectTimeout bounds a probe's connect when connect_timeout
+	// is 0 (no limit): 5s, set by ParseConfig.
+	probeConnectTimeout time.Duration
 
 	createdByParseConfig bool
 }

@@ -193,9 +193,12 @@ var fallbackKeys = []string{
 // connect_timeout: when neither the string, a service file nor
 // PGCONNECT_TIMEOUT sets it, ParseConfig sets ConnConfig.ConnectTimeout to
 // 5s, so a host that silently drops packets cannot stall a walk over the
-// hosts. connect_timeout=0 keeps libpq's meaning of no limit. The timeout
-// covers one host (its TLS and plain attempts together); name resolution
-// runs under the caller's context.
+// hosts. connect_timeout=0 keeps libpq's meaning of no limit for the
+// Pool's connections; a health probe's connect (and New's wait for a
+// topology source's first report) must never hang, so with
+// connect_timeout=0 it is bounded by 5s instead. The timeout covers one
+// host (its TLS and plain attempts together); name resolution runs under
+// the caller's context.
 //
 // Errors are *ConfigError values. They name the key and the bad value, and
 // never contain the connection string or the password.
@@ -255,6 +258,7 @@ func ParseConfig(connString string) (*Config, error) {
 			fallbackLifetime:       defaultFallbackLifetime,
 		},
 		tcpUserTimeout:       defaultTCPUserTimeout,
+		probeConnectTimeout:  defaultConnectTimeout,
 		createdByParseConfig: true,
 	}
 

@@ -162,12 +162,14 @@ func (pr *prober) closeLocked() {
 }
 
 // probeTimeout bounds a probe's connect (and New's wait for the topology
-// source's first report): connect_timeout.
+// source's first report): connect_timeout, or, when connect_timeout is 0
+// (no limit for the Pool's connections), the bound ParseConfig set, since
+// a probe must never hang.
 func (p *Pool) probeTimeout() time.Duration {
 	if t := p.cfg.ConnConfig.ConnectTimeout; t > 0 {
 		return t
 	}
-	return 5 * time.Second
+	return p.cfg.probeConnectTimeout
 }
 
 // probeAll probes every host and records what it finds. It fails with
