@@ -23,12 +23,13 @@ var errRetry = errors.New("pgfailover: retry")
 // event.
 //
 // Each attempt goes to the best usable host for the target: one whose state
-// is Healthy or Unknown in the tracker's current snapshot. A host that
-// fails is marked before the next pick, so the next pick passes it over.
-// When no host is usable (every one refusing, unreachable or in the wrong
-// role) the call waits for the snapshot to change instead of dialling: the
-// probes, which run every few milliseconds while anyone waits, are then
-// the only ones touching the hosts. The wait, and the whole call, is
+// is Healthy or Unknown in the current routing state (routes.go). A host
+// that fails is marked, and the routing state rebuilt, before the next
+// pick, so the next pick passes it over. When no host is usable (every one
+// refusing, unreachable or in the wrong role) the call waits for the
+// routing state to change instead of dialling: the probes, which run
+// every few milliseconds while anyone waits, are then the only ones
+// touching the hosts. The wait, and the whole call, is
 // bounded by one deadline fixed at the first failover event
 // (failover_max_duration) and by the caller's context.
 type call struct {

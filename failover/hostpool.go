@@ -179,7 +179,7 @@ func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 var errHostNotUsable = errors.New("pgfailover: host cannot take calls now")
 
 // canTake reports whether host h can take calls for target now: it is
-// Healthy or Unknown in the current snapshot.
+// Healthy or Unknown in the current routing state.
 func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 	return p.routes.Load().usable(h.addr, target)
 }

@@ -12,7 +12,8 @@ import (
 
 // hostTable is the set of hosts the Pool uses, by address, and in order:
 // the connection string's hosts first, then those only a topology source
-// named. A published table is never modified.
+// named. It is an input of the routing state (routes.go), published with
+// it, and never modified once published.
 type hostTable struct {
 	byAddr  map[string]*hostPool
 	list    []*hostPool

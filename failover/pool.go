@@ -41,7 +41,7 @@ type Pool struct {
 	// modified, by the writers; callers read it lock-free.
 	routes atomic.Pointer[routes]
 	// routeMu serializes the rebuilds of routes and guards lag. No I/O
-	// while held.
+	// while held; setHosts takes it with topoMu held, never the other way.
 	routeMu sync.Mutex
 	lag     *replica.Book // the replicas' freshness, from the probes and the Reader's checks
 	// topoMu serializes changes to the host set and guards sourced. No I/O

@@ -42,7 +42,8 @@ type routes struct {
 
 // hostRoute is what routing needs of one host.
 type hostRoute struct {
-	pool *hostPool // nil when its pool could not be built
+	pool *hostPool       // nil when its pool could not be built
+	tier hosthealth.Tier // its zone tier for the Pool's target (health ranks by it)
 	// fresh is the host's freshness as a replica: Fresh and Replayed,
 	// zero when unknown (a primary, a replica never probed, whose last
 	// probe failed or that has replayed nothing).
@@ -52,14 +53,14 @@ type hostRoute struct {
 // numTargets is the number of hosthealth.Target values.
 const numTargets = int(hosthealth.TargetPreferReplica) + 1
 
-// buildRoutes builds the routing state from its inputs. zone is the
-// client's zone, for the replicas' tiers.
-func buildRoutes(health *hosthealth.Snapshot, table *hostTable, fresh map[string]replica.Candidate, zone string) *routes {
+// buildRoutes builds the routing state from its inputs, for a Pool whose
+// target is target and whose client is in zone.
+func buildRoutes(health *hosthealth.Snapshot, table *hostTable, fresh map[string]replica.Candidate, target hosthealth.Target, zone string) *routes {
 	rs := &routes{health: health, table: table, fresh: fresh, hosts: make([]hostRoute, health.Len())}
 	for i := range health.Len() {
 		st := health.Host(i)
 		h := table.byAddr[st.Addr]
-		rs.hosts[i] = hostRoute{pool: h, fresh: fresh[st.Addr]}
+		rs.hosts[i] = hostRoute{pool: h, tier: hosthealth.ZoneTier(target, zone, st.Zone), fresh: fresh[st.Addr]}
 		if h == nil || table.noReads[st.Addr] || st.StateFor(hosthealth.TargetReplica) == hosthealth.TopologyReject {
 			continue
 		}
@@ -154,7 +155,7 @@ func (p *Pool) rebuildLocked(table *hostTable, lagChanged bool) {
 	if !healthChanged && !freshChanged && table == old.table {
 		return // nothing routing reads changed
 	}
-	next := buildRoutes(health, table, fresh, p.cfg.Zone)
+	next := buildRoutes(health, table, fresh, p.cfg.Target, p.cfg.Zone)
 	next.moved, next.changed = old.moved, old.changed
 	if healthChanged {
 		next.moved = make(chan struct{})
@@ -173,7 +174,7 @@ func (p *Pool) rebuildLocked(table *hostTable, lagChanged bool) {
 
 // firstRoutes is the routing state before any host is known.
 func firstRoutes(health *hosthealth.Snapshot) *routes {
-	rs := buildRoutes(health, &hostTable{}, nil, "")
+	rs := buildRoutes(health, &hostTable{}, nil, hosthealth.TargetPrimary, "")
 	rs.moved, rs.changed = make(chan struct{}), make(chan struct{})
 	return rs
 }

@@ -52,8 +52,7 @@ func (p *Pool) Stat() *Stat {
 		}
 		st := rs.health.Host(i)
 		st.State = rs.health.State(i, p.cfg.Target)
-		tier := hosthealth.ZoneTier(p.cfg.Target, p.cfg.Zone, st.Zone)
-		hs := HostStat{HostStatus: st, Tier: tier, Probes: h.probes.Load(), Pool: h.pool.Stat(), Reads: h.reads.Stat()}
+		hs := HostStat{HostStatus: st, Tier: hr.tier, Probes: h.probes.Load(), Pool: h.pool.Stat(), Reads: h.reads.Stat()}
 		hs.Staleness, hs.StalenessKnown = hr.fresh.Staleness(now)
 		s.hosts = append(s.hosts, hs)
 	}
