@@ -291,6 +291,9 @@ func ParseConfig(connString string) (*Config, error) {
 
 	hosts := splitHosts(&cc.Config)
 	c.templateTLS = hosts[0].tls
+	if cc.TLSConfig != nil {
+		c.parsedServerName = cc.TLSConfig.ServerName
+	}
 	if len(c.patroni.apiURLs) > 0 && !scan.namesHost(svc) {
 		// pgconn filled in its default host; with Patroni the members
 		// are the hosts.
@@ -313,8 +316,8 @@ func ParseConfig(connString string) (*Config, error) {
 	}
 	c.Hosts = dedupHosts(hosts)
 
-	// Each host's pool gets its own Host, Port, TLS and fallbacks from
-	// hostConfig; the template keeps the first host's for reference.
+	// Each host's pool gets its own Host, Port and fallbacks from
+	// hostConfig, and the TLSConfig set here when the pool is built.
 	cc.Fallbacks = nil
 	return c, nil
 }
