@@ -116,6 +116,13 @@ type Config struct {
 	// Connecting the probe is bounded by connect_timeout instead.
 	HealthProbeTimeout time.Duration
 
+	// LazyConnect (lazy_connect, default off) makes NewWithConfig return
+	// at once without reaching any host, as pgxpool's New does, for a
+	// service that may start before its database: the first calls wait
+	// for a usable host, within their context and MaxDuration, and a
+	// wrong password is reported by the first call instead of by New.
+	LazyConnect bool
+
 	MeterProvider  metric.MeterProvider // nil means the otel global provider
 	TracerProvider trace.TracerProvider // nil means the otel global provider
 	Logger         *slog.Logger         // nil means silent
