@@ -7,8 +7,8 @@ import (
 )
 
 // fullJitter is the backoff of a call between attempts: see
-// backoff.FullJitter, which the Listener and failover/stdlib's connector
-// wait with too, through backoffPolicy.
+// backoff.FullJitter, which the Listener (through backoffPolicy) and
+// failover/stdlib's connector wait with too.
 type fullJitter = backoff.FullJitter
 
 func newFullJitter(initial, max time.Duration) *fullJitter {
@@ -20,10 +20,3 @@ func newFullJitter(initial, max time.Duration) *fullJitter {
 func (p *Pool) backoffPolicy() backoff.Policy {
 	return backoff.Policy{Initial: p.cfg.BackoffInitial, Max: p.cfg.BackoffMax, Clock: p.clock}
 }
-
-// BackoffPolicy returns the Pool's backoff (failover_backoff_initial and
-// failover_backoff_max, full jitter, on the Pool's clock) for the retry
-// loops of this module outside package failover: failover/stdlib's
-// connector waits with it between connects its host refused. Its type is
-// internal to the module.
-func (p *Pool) BackoffPolicy() backoff.Policy { return p.backoffPolicy() }

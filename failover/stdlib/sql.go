@@ -68,7 +68,10 @@ func newConnector(pool *failover.Pool, pp *pgxpool.Pool, target hosthealth.Targe
 		usable:   pp.Config().PrepareConn,
 		target:   target,
 		attempts: cfg.MaxAttempts,
-		backoff:  pool.BackoffPolicy(),
+		// The Pool's failover_backoff_initial and failover_backoff_max, on
+		// the wall clock (a Pool runs on another clock only in package
+		// failover's own tests).
+		backoff: backoff.Policy{Initial: cfg.BackoffInitial, Max: cfg.BackoffMax},
 	}
 }
 
