@@ -180,7 +180,7 @@ func (c *call) traceDoneAcquire() {
 	if _, ok := c.p.cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer); !ok {
 		return
 	}
-	if h, _ := c.picker.next(c.p.tracker.Snapshot(), c.p.hosts.Load(), c); h != nil {
+	if h, _ := c.picker.next(c.p.routes.Load(), c); h != nil {
 		if conn, err := c.picker.poolOf(h).Acquire(c.ctx); err == nil {
 			conn.Release() // not expected: the context has ended
 		}
