@@ -30,8 +30,8 @@ import (
 type Pool struct {
 	cfg       *Config
 	clock     clock.Clock
-	picker    picker // the hosts for the Pool's target
-	tracker   *hosthealth.Tracker
+	picker    picker              // the hosts for the Pool's target
+	tracker   *hosthealth.Tracker // each host's health; every change to it is followed by reroute, or made in setTable (routes.go)
 	reader    *Reader
 	steer     steerer // the local-first fallback (fallback_local), or noSteer
 	telemetry *telemetry
