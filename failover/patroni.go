@@ -24,7 +24,6 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 		ZoneTag:         p.cfg.patroni.zoneTag,
 		AllowList:       p.cfg.patroni.allowed,
 		Logger:          p.cfg.Logger,
-		Clock:           p.clock,
 		MeterProvider:   p.cfg.MeterProvider,
 	})
 }
