@@ -190,6 +190,7 @@ func TestCommitAfterCallerDeadline(t *testing.T) {
 }
 
 func TestReadOnlyByChoiceIsAnOrdinaryError(t *testing.T) {
+	skipLong(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
@@ -233,6 +234,7 @@ func TestReadOnlyByChoiceIsAnOrdinaryError(t *testing.T) {
 // the caller's own error, returned at once as libpq would, not a failover
 // to walk (or spin) on.
 func TestWriteRefusedUnderATargetThatTakesReplicas(t *testing.T) {
+	skipLong(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	replica, primary := c.Replicas()[0], c.Primary()

@@ -19,6 +19,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // TestDrill: a POST to the drill endpoint promotes the replica and answers
 // with its address once it is the primary.
 func TestDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test; run: go test -race -run '^TestDrill$' ./internal/pgtest/cmd/pgcluster/")
+	}
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	srv := httptest.NewServer(drill(c))
 	defer srv.Close()
