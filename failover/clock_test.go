@@ -15,7 +15,7 @@ import (
 // clock, long before the caller's own (real) deadline.
 func TestBudgetRunsOnThePoolClock(t *testing.T) {
 	if testing.Short() {
-		t.Skip("long test; run: go test -race -run '^TestBudgetRunsOnThePoolClock$' ./failover/")
+		t.Skip("skipped under -short; run: go test -race -run '^TestBudgetRunsOnThePoolClock$' ./failover/")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 // duplicated.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
-		t.Skip("long test; run: go test -race -run '^TestDemo$' ./examples/demo/")
+		t.Skip("skipped under -short; run: go test -race -run '^TestDemo$' ./examples/demo/")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -171,7 +171,7 @@ func TestQuoting(t *testing.T) {
 }
 
 func TestFailover(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 2})
@@ -241,7 +241,7 @@ func waitCount(t *testing.T, ctx context.Context, n *Node, table string, want in
 // the other replica and the old primary hold WAL the new primary never had,
 // so they are rewound to follow it.
 func TestFailoverDiverged(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 2})
@@ -296,7 +296,7 @@ func TestFailoverDiverged(t *testing.T) {
 }
 
 func TestSwitchoverRoundTrip(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 2, Zones: []string{"z0", "z1", "z2"}})
@@ -352,7 +352,7 @@ func TestSwitchoverRoundTrip(t *testing.T) {
 }
 
 func TestCrashAndRestart(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 1})
@@ -416,7 +416,7 @@ func TestCrashAndRestart(t *testing.T) {
 }
 
 func TestPauseReplay(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 1})
@@ -465,7 +465,7 @@ func TestPauseReplay(t *testing.T) {
 }
 
 func TestSyncReplicationAndSettings(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{
@@ -507,7 +507,7 @@ func TestSyncReplicationAndSettings(t *testing.T) {
 }
 
 func TestCloseLeavesNothing(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c, err := New(ctx, Options{Replicas: 1})
@@ -570,7 +570,7 @@ func TestOptionErrors(t *testing.T) {
 // TestFailoverWithPausedReplica fails over while the other replica has its
 // replay paused: it follows the new primary once replay resumes.
 func TestFailoverWithPausedReplica(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 2})
@@ -640,7 +640,7 @@ func ourLeftovers(t *testing.T) (dirs []string, pids []int) {
 // TestNewCancelled runs alone (not parallel): a New whose context ends
 // midway must not leave servers or directories behind.
 func TestNewCancelled(t *testing.T) {
-	skipLong(t)
+	skipUnderShort(t)
 	warm, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	bins, err := cachedBinaries(warm, "")

@@ -2,12 +2,13 @@ package pgtest
 
 import "testing"
 
-// skipLong skips a long test (a drill, a soak, a cluster of its own)
-// under -short, and names the command that runs it. go test -short ./...
-// is the fast loop; go test -race ./... runs everything.
-func skipLong(t *testing.T) {
+// skipUnderShort skips, under -short, a test the fast loop leaves out (the
+// soak, the Patroni clusters, the long drills, and the integration tests
+// beyond the slice that -short keeps), and names the command that runs it.
+// go test -short ./... is the fast loop; go test -race ./... runs them all.
+func skipUnderShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skipf("long test; run: go test -race -run '^%s$' ./internal/pgtest/", t.Name())
+		t.Skipf("skipped under -short; run: go test -race -run '^%s$' ./internal/pgtest/", t.Name())
 	}
 }

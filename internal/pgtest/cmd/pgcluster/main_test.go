@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // with its address once it is the primary.
 func TestDrill(t *testing.T) {
 	if testing.Short() {
-		t.Skip("long test; run: go test -race -run '^TestDrill$' ./internal/pgtest/cmd/pgcluster/")
+		t.Skip("skipped under -short; run: go test -race -run '^TestDrill$' ./internal/pgtest/cmd/pgcluster/")
 	}
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	srv := httptest.NewServer(drill(c))
@@ -53,6 +53,9 @@ func TestDrill(t *testing.T) {
 // TestRunPassesTheClusterAndTheExitStatus runs a program that checks its
 // environment and exits 7: run returns 7.
 func TestRunPassesTheClusterAndTheExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short; run: go test -race -run '^TestRunPassesTheClusterAndTheExitStatus$' ./internal/pgtest/cmd/pgcluster/")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code, err := run(ctx, pgtest.Options{}, []string{"sh", "-c",
