@@ -86,8 +86,6 @@ func cpuPools(b *testing.B) (*pgxpool.Pool, *failover.Pool) {
 	return bare, pool
 }
 
-var queryRowCPU cpubench.Comparison
-
 // BenchmarkQueryRowCPU measures the client's CPU time per
 // QueryRow("SELECT 1").Scan through bare pgxpool and through failover.Pool
 // against the same local server (see cpubench; cpu-ratio is failover's CPU
@@ -99,13 +97,11 @@ func BenchmarkQueryRowCPU(b *testing.B) {
 	ctx := context.Background()
 	bare, pool := cpuPools(b)
 	var v int
-	queryRowCPU.Run(b, [2]cpubench.Side{
+	cpubench.Compare(b, [2]cpubench.Side{
 		{Name: "pool=pgxpool", Op: func() error { return bare.QueryRow(ctx, "SELECT 1").Scan(&v) }},
 		{Name: "pool=failover", Op: func() error { return pool.QueryRow(ctx, "SELECT 1").Scan(&v) }},
 	})
 }
-
-var execCPU cpubench.Comparison
 
 // BenchmarkExecCPU is BenchmarkQueryRowCPU for Exec of a one-row INSERT,
 // the path that classifies its SQL and notes the write on success.
@@ -116,13 +112,11 @@ func BenchmarkExecCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	const insert = "INSERT INTO bench_exec (v) VALUES ($1)"
-	execCPU.Run(b, [2]cpubench.Side{
+	cpubench.Compare(b, [2]cpubench.Side{
 		{Name: "pool=pgxpool", Op: func() error { _, err := bare.Exec(ctx, insert, 1); return err }},
 		{Name: "pool=failover", Op: func() error { _, err := pool.Exec(ctx, insert, 1); return err }},
 	})
 }
-
-var readerQueryRowCPU cpubench.Comparison
 
 // BenchmarkReaderQueryRowCPU is BenchmarkQueryRowCPU for reads on a
 // replica: bare pgxpool connected to the replica beside the Pool's Reader,
@@ -149,13 +143,11 @@ func BenchmarkReaderQueryRowCPU(b *testing.B) {
 	}
 	reader := pool.Reader()
 	var v int
-	readerQueryRowCPU.Run(b, [2]cpubench.Side{
+	cpubench.Compare(b, [2]cpubench.Side{
 		{Name: "pool=pgxpool", Op: func() error { return bare.QueryRow(ctx, "SELECT 1").Scan(&v) }},
 		{Name: "pool=reader", Op: func() error { return reader.QueryRow(ctx, "SELECT 1").Scan(&v) }},
 	})
 }
-
-var causalExec cpubench.Comparison
 
 // BenchmarkCausalExec measures what recording a write's WAL position for
 // a CausalToken costs: Exec of a one-row INSERT through the Pool without
@@ -171,7 +163,7 @@ func BenchmarkCausalExec(b *testing.B) {
 	}
 	const insert = "INSERT INTO bench_causal (v) VALUES ($1)"
 	tokCtx := failover.WithCausalToken(ctx, new(failover.CausalToken))
-	causalExec.Run(b, [2]cpubench.Side{
+	cpubench.Compare(b, [2]cpubench.Side{
 		{Name: "pool=failover", Op: func() error { _, err := pool.Exec(ctx, insert, 1); return err }},
 		{Name: "pool=causal", Op: func() error { _, err := pool.Exec(tokCtx, insert, 1); return err }},
 	})

@@ -13,8 +13,6 @@ import (
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
-var openDBQueryRowCPU, sqlOpenQueryRowCPU cpubench.Comparison
-
 // BenchmarkOpenDBQueryRowCPU measures the client's CPU time per
 // database/sql QueryRowContext("SELECT 1").Scan through pgx's
 // stdlib.OpenDBFromPool and through this package's OpenDB, both over the
@@ -35,7 +33,7 @@ func BenchmarkOpenDBQueryRowCPU(b *testing.B) {
 	b.Cleanup(func() { pgxDB.Close() })
 	ourDB := stdlib.OpenDB(pool)
 	b.Cleanup(func() { ourDB.Close() })
-	compareQueryRow(b, &openDBQueryRowCPU, pgxDB, ourDB)
+	compareQueryRow(b, pgxDB, ourDB)
 }
 
 // BenchmarkSQLOpenQueryRowCPU is BenchmarkOpenDBQueryRowCPU for the DBs
@@ -55,16 +53,16 @@ func BenchmarkSQLOpenQueryRowCPU(b *testing.B) {
 		b.Cleanup(func() { db.Close() })
 		return db
 	}
-	compareQueryRow(b, &sqlOpenQueryRowCPU, open("pgx"), open(stdlib.DriverName))
+	compareQueryRow(b, open("pgx"), open(stdlib.DriverName))
 }
 
-func compareQueryRow(b *testing.B, cmp *cpubench.Comparison, pgxDB, ourDB *sql.DB) {
+func compareQueryRow(b *testing.B, pgxDB, ourDB *sql.DB) {
 	ctx := context.Background()
 	var v int
 	query := func(db *sql.DB) func() error {
 		return func() error { return db.QueryRowContext(ctx, "SELECT 1").Scan(&v) }
 	}
-	cmp.Run(b, [2]cpubench.Side{
+	cpubench.Compare(b, [2]cpubench.Side{
 		{Name: "driver=pgx", Op: query(pgxDB)},
 		{Name: "driver=pgfailover", Op: query(ourDB)},
 	})

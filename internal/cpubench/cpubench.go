@@ -17,29 +17,21 @@ type Side struct {
 // Round is how many operations one side runs before the other takes over.
 const Round = 50
 
-// A Comparison is one benchmark's comparison of two sides. It counts the
-// benchmark's runs, to swap the order of its sub-benchmarks from one run
-// to the next; its zero value is ready. Benchmarks run one at a time, so
-// it needs no lock.
-type Comparison struct {
-	runs int
-}
-
-// Run runs a sub-benchmark for each side. Each reports its own side's
-// cpu-ns/op (user+sys of this process: the server runs in others),
-// user-ns/op and sys-ns/op beside the usual metrics (ns/op, B/op and
-// allocs/op are its own side's alone), and cpu-ratio: the CPU time of
-// sides[1] over that of sides[0] in its interleaved rounds. The order of
-// the sub-benchmarks alternates between runs, so neither gains from going
-// first.
-func (c *Comparison) Run(b *testing.B, sides [2]Side) {
-	first, second := 0, 1
-	if c.runs%2 == 1 {
-		first, second = second, first
-	}
-	c.runs++
-	b.Run(sides[first].Name, measure(sides, first))
-	b.Run(sides[second].Name, measure(sides, second))
+// Compare runs a sub-benchmark for each side, sides[0]'s first. Each
+// reports its own side's cpu-ns/op (user+sys of this process: the server
+// runs in others), user-ns/op and sys-ns/op beside the usual metrics
+// (ns/op, B/op and allocs/op are its own side's alone), and cpu-ratio:
+// the CPU time of sides[1] over that of sides[0] in its interleaved
+// rounds.
+//
+// cpu-ratio does not depend on which side goes first: each sub-benchmark
+// runs a round of the other side after each of its own, so the two CPU
+// times it compares come from the same stretch of time. (Under -count,
+// testing repeats each sub-benchmark in place, all the counts of sides[0]
+// before those of sides[1], so no order could alternate between counts.)
+func Compare(b *testing.B, sides [2]Side) {
+	b.Run(sides[0].Name, measure(sides, 0))
+	b.Run(sides[1].Name, measure(sides, 1))
 }
 
 // measure returns the sub-benchmark of sides[me].

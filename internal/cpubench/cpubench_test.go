@@ -2,7 +2,6 @@ package cpubench
 
 import (
 	"errors"
-	"slices"
 	"testing"
 )
 
@@ -17,32 +16,26 @@ func spin(n int) uint64 {
 
 var sink uint64
 
-// TestRunAlternates runs one Comparison three times: the side that goes
-// first, warm-up included, alternates from one run to the next.
-func TestRunAlternates(t *testing.T) {
-	var c Comparison
+// TestCompare runs Compare: a sub-benchmark for each side, sides[0]'s
+// first, each of which also runs the other side.
+func TestCompare(t *testing.T) {
 	var order []string
-	var last string
-	side := func(name string) Side {
+	var calls [2]int
+	side := func(i int, name string) Side {
 		return Side{Name: name, Op: func() error {
-			if name != last {
+			if len(order) == 0 || order[len(order)-1] != name {
 				order = append(order, name)
-				last = name
 			}
+			calls[i]++
 			return nil
 		}}
 	}
-	var firsts []string
-	for range 3 {
-		order, last = nil, ""
-		testing.Benchmark(func(b *testing.B) { c.Run(b, [2]Side{side("a"), side("b")}) })
-		if len(order) == 0 {
-			t.Fatal("no side ran")
-		}
-		firsts = append(firsts, order[0])
+	testing.Benchmark(func(b *testing.B) { Compare(b, [2]Side{side(0, "a"), side(1, "b")}) })
+	if len(order) == 0 || order[0] != "a" {
+		t.Fatalf("sides ran in the order %v, want a first", order)
 	}
-	if want := []string{"a", "b", "a"}; !slices.Equal(firsts, want) {
-		t.Fatalf("first sides %v, want %v", firsts, want)
+	if calls[0] == 0 || calls[0] != calls[1] {
+		t.Fatalf("calls %v: want both sides run, as often as each other", calls)
 	}
 }
 
