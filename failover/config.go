@@ -118,7 +118,8 @@ type Config struct {
 	clock clock.Clock
 
 	// connString is the string the caller passed to ParseConfig. pgx may
-	// have been given a rewritten one (see rewriteConnString), so
+	// have been given a rewritten one (see
+	// connstr.Result.WithoutTargetSessionAttrs), so
 	// Config.Config.ConnString() (pgxpool's) is not always the same.
 	connString string
 
