@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/connstr"
+	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/patroni"
 )
 
@@ -255,7 +256,7 @@ func ParseConfig(connString string) (*Config, error) {
 			fallbackCooldown:       defaultFallbackCooldown,
 			fallbackLifetime:       defaultFallbackLifetime,
 		},
-		tcpUserTimeout:       defaultTCPUserTimeout,
+		tcpUserTimeout:       netconn.DefaultTCPUserTimeout,
 		createdByParseConfig: true,
 	}
 
@@ -281,7 +282,7 @@ func ParseConfig(connString string) (*Config, error) {
 	if c.tcpUserTimeout, err = p.tcpUserTimeout(own); err != nil {
 		return nil, err
 	}
-	cc.DialFunc = newDialFunc(c.tcpUserTimeout)
+	cc.DialFunc = netconn.DialFunc(c.tcpUserTimeout)
 	c.Zone = own[keyZone]
 
 	// The Pool checks roles itself; pgconn's check must stay out of the way.
@@ -473,7 +474,7 @@ func (s *patroniSettings) parse(p *parseState, own map[string]string) error {
 // (or a duration like the other keys), 0 for the operating system's
 // default, at most what the socket option holds.
 func (p *parseState) tcpUserTimeout(own map[string]string) (time.Duration, error) {
-	d, err := p.duration(own, keyTCPUserTimeout, defaultTCPUserTimeout, nonNegative)
+	d, err := p.duration(own, keyTCPUserTimeout, netconn.DefaultTCPUserTimeout, nonNegative)
 	if err != nil {
 		return 0, err
 	}
