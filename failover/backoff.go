@@ -1,44 +1,22 @@
 package failover
 
 import (
-	"math/rand/v2"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/pgfailover/pgfailover/internal/backoff"
 )
 
-// fullJitter is an exponential backoff whose every wait is drawn uniformly
-// from [0, base), where base starts at the initial interval and doubles up
-// to the maximum. Full jitter gives the lowest expected recovery time to a
-// single caller and spreads many callers apart.
-type fullJitter struct {
-	base *backoff.ExponentialBackOff
-	rand func(n int64) int64
-}
-
-var _ backoff.BackOff = (*fullJitter)(nil)
+// fullJitter is the backoff of a call between attempts: see
+// backoff.FullJitter, which the Listener (through backoffPolicy) and
+// failover/stdlib's connector wait with too.
+type fullJitter = backoff.FullJitter
 
 func newFullJitter(initial, max time.Duration) *fullJitter {
-	return &fullJitter{
-		base: backoff.NewExponentialBackOff(
-			backoff.WithInitialInterval(initial),
-			backoff.WithMaxInterval(max),
-			backoff.WithMultiplier(2),
-			backoff.WithRandomizationFactor(0),
-			backoff.WithMaxElapsedTime(0),
-		),
-		rand: rand.Int64N,
-	}
+	return backoff.NewFullJitter(initial, max)
 }
 
-// NextBackOff returns the next wait.
-func (b *fullJitter) NextBackOff() time.Duration {
-	base := b.base.NextBackOff()
-	if base <= 0 {
-		return 0
-	}
-	return time.Duration(b.rand(int64(base)))
+// backoffPolicy is the Pool's backoff: failover_backoff_initial and
+// failover_backoff_max, full jitter, on the Pool's clock.
+func (p *Pool) backoffPolicy() backoff.Policy {
+	return backoff.Policy{Initial: p.cfg.BackoffInitial, Max: p.cfg.BackoffMax, Clock: p.clock}
 }
-
-// Reset starts the sequence again from the initial interval.
-func (b *fullJitter) Reset() { b.base.Reset() }

@@ -88,7 +88,7 @@ func TestConfigDurationKeysCoverEveryDurationKey(t *testing.T) {
 	}
 	// Every key of ours but these takes a duration.
 	notDurations := []string{keyTarget, keyTargetSessionAttrs, keyZone, keyZones, keyMaxAttempts, keyPatroniAPIURLs,
-		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal}
+		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal, keyLazyConnect}
 	var want []string
 	for _, k := range slices.Concat(ownKeys, fallbackKeys) {
 		if !slices.Contains(notDurations, k) {

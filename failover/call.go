@@ -153,6 +153,7 @@ func (c *call) pick() (*hostPool, error) {
 			return nil, ErrClosed
 		}
 		if err := c.ctx.Err(); err != nil {
+			c.traceDoneAcquire()
 			return nil, c.giveUp(c.noHostOr(ErrBudgetExhausted), err)
 		}
 		s := c.p.tracker.Snapshot()
@@ -163,6 +164,24 @@ func (c *call) pick() (*hostPool, error) {
 		}
 		if err := c.wait(s, heldBack); err != nil {
 			return nil, err
+		}
+	}
+}
+
+// traceDoneAcquire lets a ConnConfig.Tracer that is a pgxpool.AcquireTracer
+// see an acquire that fails because the caller's context ended before the
+// call met any failover event, as pgxpool's tracer sees it: the best host's
+// pool is asked once with that context, which fails at once.
+func (c *call) traceDoneAcquire() {
+	if c.episode {
+		return
+	}
+	if _, ok := c.p.cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer); !ok {
+		return
+	}
+	if h, _ := c.picker.next(c.p.tracker.Snapshot(), c.p.hosts.Load(), c); h != nil {
+		if conn, err := c.picker.poolOf(h).Acquire(c.ctx); err == nil {
+			conn.Release() // not expected: the context has ended
 		}
 	}
 }

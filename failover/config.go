@@ -65,9 +65,21 @@ const (
 // with three hosts allows up to 30 connections in all, and MinConns,
 // MinIdleConns, MaxConnLifetime, MaxConnIdleTime and HealthCheckPeriod
 // count per host as well. Each host's pool dials only its own host: its
-// ConnConfig Host, Port, TLSConfig and Fallbacks come from Hosts, not from
-// the embedded ConnConfig, whose Host and Port are those of the first host
-// and whose Fallbacks is nil.
+// ConnConfig Host, Port and Fallbacks come from Hosts, not from the
+// embedded ConnConfig, whose Host and Port are those of the first host and
+// whose Fallbacks is nil.
+//
+// TLS: ConnConfig.TLSConfig, as it is when NewWithConfig is called (or when
+// a topology source adds a host), applies to every host's first connection
+// attempt, the way pgx applies it to its first host: replace it or edit it
+// in place after ParseConfig and every host, including hosts a topology
+// source adds later, is dialled with it. The one field that differs per
+// host is ServerName: while it is empty or holds the name ParseConfig
+// derived for the string's first host, each host gets its own (under
+// sslmode=verify-full, the name its certificate is checked against); any
+// other ServerName set in code is used for every host. A TLSConfig set to nil dials without TLS, as in
+// pgx. The fallback attempts sslmode gives (the plain one of prefer, the
+// TLS one of allow) stay as ParseConfig derived them.
 //
 // Hooks: BeforeConnect, AfterRelease, BeforeClose and ShouldPing reach
 // every host's pool unchanged (BeforeConnect also runs before the Pool's
@@ -104,6 +116,13 @@ type Config struct {
 	// Connecting the probe is bounded by connect_timeout instead.
 	HealthProbeTimeout time.Duration
 
+	// LazyConnect (lazy_connect, default off) makes NewWithConfig return
+	// at once without reaching any host, as pgxpool's New does, for a
+	// service that may start before its database: the first calls wait
+	// for a usable host, within their context and MaxDuration, and a
+	// wrong password is reported by the first call instead of by New.
+	LazyConnect bool
+
 	MeterProvider  metric.MeterProvider // nil means the otel global provider
 	TracerProvider trace.TracerProvider // nil means the otel global provider
 	Logger         *slog.Logger         // nil means silent
@@ -135,6 +154,11 @@ type Config struct {
 	// string's first host (or its default host when it names none): hosts
 	// only a topology source names are dialled with the same ones.
 	templateTLS []*pgconn.FallbackConfig
+
+	// parsedServerName is the TLS server name ParseConfig derived for the
+	// string's first host. A ConnConfig.TLSConfig that still holds it gets
+	// each host's own name (see tlsFor); any other name was set in code.
+	parsedServerName string
 
 	// tcpUserTimeout is tcp_user_timeout, default 10s, 0 for the OS
 	// default. ParseConfig's DialFunc applies it; it is kept for tests.

@@ -751,6 +751,7 @@ var validValues = map[string]string{
 	keyFallbackCooldown:       "10s",
 	keyFallbackLifetime:       "15s",
 	keyTCPUserTimeout:         "3000",
+	keyLazyConnect:            "on",
 }
 
 func TestConfigValidValuesCoverEveryKey(t *testing.T) {

@@ -52,9 +52,10 @@ func dedupHosts(hosts []Host) []Host {
 }
 
 // hostConfig returns the pgxpool config for host h: a copy of the embedded
-// pgxpool.Config whose ConnConfig Host, Port and TLSConfig are those of the
-// first TLS variant of h and whose Fallbacks are that same host's other
-// variants, so a pool never dials a host other than its own.
+// pgxpool.Config whose ConnConfig Host and Port are h's, whose TLSConfig is
+// the one set on the embedded ConnConfig (see tlsFor) and whose Fallbacks
+// are h's other connection variants, so a pool never dials a host other
+// than its own.
 //
 // A Host without variants (one a topology source named, or one added to
 // Hosts by hand) gets those of the string's first host (see variantsFor).
@@ -70,11 +71,46 @@ func (c *Config) hostConfig(h Host) *pgxpool.Config {
 	}
 	first := variants[0]
 	cc.Host, cc.Port = first.Host, first.Port
-	cc.TLSConfig = cloneTLS(first.TLSConfig)
+	cc.TLSConfig = c.tlsFor(first)
 	for _, v := range variants[1:] {
 		cc.Fallbacks = append(cc.Fallbacks, copyFallback(v))
 	}
 	return pc
+}
+
+// tlsFor returns the TLS config of a host's first connection variant v:
+// the one on the embedded ConnConfig, as it is when the pool is built, so
+// that a TLSConfig replaced or edited after ParseConfig applies to every
+// host the way pgx applies it to its first one. Only the server name is
+// the host's own: where the config holds none, or still the name
+// ParseConfig derived for the string's first host, it becomes v's (the
+// name verify-full checks the certificate against). Any other name set in
+// code is kept. A unix socket is dialled without TLS, as pgconn does.
+//
+// The later variants (the plain attempt of sslmode=prefer, the TLS one of
+// allow) stay as ParseConfig derived them for the host, as pgx's fallbacks
+// do.
+func (c *Config) tlsFor(v *pgconn.FallbackConfig) *tls.Config {
+	if network, _ := pgconn.NetworkAddress(v.Host, v.Port); network == "unix" {
+		return nil
+	}
+	t := cloneTLS(c.ConnConfig.TLSConfig)
+	if t == nil {
+		return nil
+	}
+	if t.ServerName == "" || t.ServerName == c.parsedServerName {
+		name := serverName(v.Host)
+		if v.TLSConfig != nil {
+			name = v.TLSConfig.ServerName
+		}
+		if name == "" && !t.InsecureSkipVerify {
+			// A config that verifies needs a name; an IP address is
+			// checked against the certificate's addresses.
+			name = v.Host
+		}
+		t.ServerName = name
+	}
+	return t
 }
 
 // variantsFor returns the connection variants of a host the connection

@@ -3,11 +3,15 @@ package failover
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgfailover/pgfailover/internal/backoff"
 )
 
 // ErrListenGap is wrapped by the *GapError that Listener.Next returns after
@@ -56,7 +60,9 @@ func (e *GapError) Unwrap() []error { return []error{ErrListenGap, e.Cause} }
 // times, once per lost session.
 //
 // A Listener is used by one goroutine at a time, like a pgx.Conn: to stop a
-// Next in progress, cancel its context, then Close.
+// Next in progress, cancel its context, then Close. The Pool's Close ends
+// it too, from its own goroutine: it cuts the session, and Next (one in
+// progress included) returns ErrClosed.
 type Listener struct {
 	pool     *Pool
 	channels []string
@@ -66,21 +72,102 @@ type Listener struct {
 	lost     time.Time // when conn was found gone; zero while it works
 	cause    error     // why it was lost
 	closed   bool
+	done     chan struct{} // closed by Close: the Pool need not end the Listener
+
+	// mu guards sock and ended, which the Pool's Close reaches from its own
+	// goroutine (see watch). No I/O while held.
+	mu    sync.Mutex
+	sock  net.Conn // conn's socket, nil while there is no session
+	ended bool     // the Pool closed: sock was cut, and a new one would be
 }
 
 // Listen takes a session from the Pool for the Listener and LISTENs on each
 // channel in it. The session is the Listener's own: it is taken out of the
-// Pool (it does not count against pool_max_conns, and Pool.Close does not
-// close it) and closed by Close; close the Listener before the Pool.
+// Pool (it does not count against pool_max_conns) and ends with Close, or
+// with the Pool's Close, after which Next returns ErrClosed.
 func (p *Pool) Listen(ctx context.Context, channels ...string) (*Listener, error) {
 	if len(channels) == 0 {
 		return nil, errors.New("pgfailover: Listen needs at least one channel")
 	}
-	l := &Listener{pool: p, channels: append([]string(nil), channels...)}
+	l := &Listener{pool: p, channels: append([]string(nil), channels...), done: make(chan struct{})}
 	if err := l.connect(ctx); err != nil {
 		return nil, err
 	}
+	if !p.goUntilClose(l.watch) {
+		l.Close()
+		return nil, ErrClosed
+	}
 	return l, nil
+}
+
+// goUntilClose runs f on a goroutine of the Pool's, which Close joins; f
+// must return once p.life ends. It runs nothing and reports false once the
+// Pool is closing. topoMu makes the check and the start one step against
+// Close, which sets closed before it takes topoMu and waits for bg after.
+func (p *Pool) goUntilClose(f func()) bool {
+	p.topoMu.Lock()
+	defer p.topoMu.Unlock()
+	if p.closed.Load() {
+		return false
+	}
+	p.bg.Go(f)
+	return true
+}
+
+// watch ends the Listener when the Pool closes first: it cuts the
+// session's socket, which is safe beside a Next reading it (pgx's own state
+// is left to the Listener's goroutine), and the server ends the session.
+func (l *Listener) watch() {
+	select {
+	case <-l.pool.life.Done():
+	case <-l.done:
+		return
+	}
+	l.mu.Lock()
+	l.ended = true
+	sock := l.sock
+	l.sock = nil
+	l.mu.Unlock()
+	if sock != nil {
+		sock.Close()
+	}
+}
+
+// poolEnded reports whether the Pool's Close ended the Listener.
+func (l *Listener) poolEnded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+// setConn makes conn the Listener's session (nil: none). It refuses a new
+// session once the Pool ended the Listener.
+func (l *Listener) setConn(conn *pgx.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.conn, l.sock = conn, nil
+	if conn == nil {
+		return true
+	}
+	if l.ended {
+		l.conn = nil
+		return false
+	}
+	l.sock = conn.PgConn().Conn()
+	return true
+}
+
+// drop closes the session, if any. A session the Pool cut closes at once:
+// its socket is gone.
+func (l *Listener) drop() error {
+	conn := l.conn
+	l.setConn(nil)
+	if conn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return conn.Close(ctx)
 }
 
 // connect takes a session from the Pool and issues the LISTENs. The Pool's
@@ -101,7 +188,11 @@ func (l *Listener) connect(ctx context.Context) error {
 		conn.Close(context.Background())
 		return err
 	}
-	l.conn, l.addr, l.since = conn, conn.PgConn().Conn().RemoteAddr().String(), time.Now()
+	if !l.setConn(conn) {
+		conn.Close(context.Background())
+		return ErrClosed
+	}
+	l.addr, l.since = conn.PgConn().Conn().RemoteAddr().String(), l.pool.clock.Now()
 	return nil
 }
 
@@ -110,9 +201,13 @@ func (l *Listener) connect(ctx context.Context) error {
 // LISTENs again and returns a *GapError (errors.Is ErrListenGap); while no
 // host can take it, Next keeps trying, with the Pool's backoff, until ctx
 // ends. Other errors: ctx's, and ErrClosed after Close or once the Pool is
-// closed.
+// closed (a Next waiting when the Pool closes returns it too).
 func (l *Listener) Next(ctx context.Context) (*pgconn.Notification, error) {
 	if l.closed {
+		return nil, ErrClosed
+	}
+	if l.poolEnded() {
+		l.drop()
 		return nil, ErrClosed
 	}
 	if l.conn == nil {
@@ -120,23 +215,26 @@ func (l *Listener) Next(ctx context.Context) (*pgconn.Notification, error) {
 	}
 	n, err := l.conn.WaitForNotification(ctx)
 	if err == nil {
-		l.since = time.Now()
+		l.since = l.pool.clock.Now()
 		return n, nil
+	}
+	if l.poolEnded() {
+		l.drop()
+		return nil, ErrClosed
 	}
 	if ctx.Err() != nil && !l.conn.IsClosed() {
 		return nil, ctx.Err() // the session is still good
 	}
-	l.conn.Close(context.Background())
-	l.conn, l.lost, l.cause = nil, time.Now(), err
+	l.drop()
+	l.lost, l.cause = l.pool.clock.Now(), err
 	return nil, l.regain(ctx)
 }
 
 // regain takes a new session, issues the LISTENs and returns the
 // *GapError that reports the loss, or the error that stopped it.
 func (l *Listener) regain(ctx context.Context) error {
-	cfg := l.pool.cfg
 	since := l.since // connect moves it to the new session's LISTENs
-	pause := cfg.BackoffInitial
+	waits := l.pool.backoffPolicy().Start()
 	for {
 		err := l.connect(ctx)
 		if err == nil {
@@ -145,14 +243,13 @@ func (l *Listener) regain(ctx context.Context) error {
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			return err
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		switch waits.Wait(ctx, l.pool.life.Done()) {
+		case nil:
+		case backoff.ErrStopped:
+			return ErrClosed
+		default:
 			return err
 		}
-		pause = min(2*pause, cfg.BackoffMax)
 	}
 	gap := &GapError{Since: since, Lost: l.lost, Regained: l.since, Addr: l.addr, Cause: l.cause}
 	l.lost, l.cause = time.Time{}, nil
@@ -160,16 +257,17 @@ func (l *Listener) regain(ctx context.Context) error {
 }
 
 // Close closes the Listener's session (which ends its LISTENs). It may be
-// called again; it must not run alongside Next.
+// called again, and after the Pool's Close, which ended the session
+// already; it must not run alongside Next.
 func (l *Listener) Close() error {
 	if l.closed {
 		return nil
 	}
 	l.closed = true
-	if l.conn == nil {
-		return nil
+	close(l.done)
+	err := l.drop()
+	if l.poolEnded() {
+		return nil // the Pool cut the session: closing it found its socket gone
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return l.conn.Close(ctx)
+	return err
 }

@@ -107,3 +107,79 @@ func TestListenNextHonoursContext(t *testing.T) {
 		t.Fatal("Listen without a channel succeeded")
 	}
 }
+
+// TestListenerClosesWithPool: Pool.Close ends a Listener's session (its
+// backend is gone from the server when Close returns, or soon after), and
+// Next then returns ErrClosed, even with a notification sent meanwhile,
+// and also when it was waiting as the Pool closed.
+func TestListenerClosesWithPool(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	admin, err := c.Primary().Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	sessions := func(app string) int {
+		t.Helper()
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("idle", func(t *testing.T) {
+		pool, err := failover.New(ctx, c.ConnString("application_name=listen-idle"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		l, err := pool.Listen(ctx, "ch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		pool.Close()
+		if _, err := admin.Exec(ctx, "NOTIFY ch, 'after close'"); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if n, err := l.Next(short); !errors.Is(err, failover.ErrClosed) {
+			t.Errorf("Next after Pool.Close returned %v, %v; want ErrClosed", n, err)
+		}
+		waitUntil(t, 30*time.Second, "the listener's session to end with the Pool", func() bool { return sessions("listen-idle") == 0 })
+		if err := l.Close(); err != nil {
+			t.Errorf("Close after Pool.Close: %v", err)
+		}
+	})
+
+	t.Run("waiting", func(t *testing.T) {
+		pool, err := failover.New(ctx, c.ConnString("application_name=listen-waiting"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		l, err := pool.Listen(ctx, "ch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		next := make(chan error, 1)
+		go func() {
+			_, err := l.Next(ctx)
+			next <- err
+		}()
+		pool.Close()
+		select {
+		case err := <-next:
+			if !errors.Is(err, failover.ErrClosed) {
+				t.Fatalf("Next waiting when the Pool closed returned %v, want ErrClosed", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Next still waits after Pool.Close")
+		}
+		waitUntil(t, 30*time.Second, "the listener's session to end with the Pool", func() bool { return sessions("listen-waiting") == 0 })
+	})
+}

@@ -39,6 +39,7 @@ const (
 	keyPatroniZoneTag         = "patroni_zone_tag"
 	keyQueryWaitTimeout       = "query_wait_timeout"
 	keyFallbackLocal          = "fallback_local"
+	keyLazyConnect            = "lazy_connect"
 	keyFallbackConnectTimeout = "fallback_connect_timeout"
 	keyFallbackCooldown       = "fallback_cooldown"
 	keyFallbackLifetime       = "fallback_lifetime"
@@ -78,6 +79,7 @@ var ownKeys = []string{
 	keyPatroniZoneTag,
 	keyQueryWaitTimeout,
 	keyTCPUserTimeout,
+	keyLazyConnect,
 }
 
 // fallbackKeys are the known members of the fallback_* family.
@@ -163,6 +165,9 @@ var fallbackKeys = []string{
 //	                                      server may go unacknowledged before the connection is
 //	                                      dropped (Linux TCP_USER_TIMEOUT; ignored elsewhere);
 //	                                      0 = the operating system's default; >= 0
+//	lazy_connect              off         on: New returns at once, like pgxpool's, without
+//	                                      reaching any host; the first calls wait for a usable
+//	                                      host like any call (see NewWithConfig); on or off
 //
 // Any other key starting with fallback_ is an error. Durations are written
 // in Go syntax ("250ms", "2s", "1m30s") or as a bare whole number of
@@ -282,6 +287,9 @@ func ParseConfig(connString string) (*Config, error) {
 	if c.tcpUserTimeout, err = p.tcpUserTimeout(own); err != nil {
 		return nil, err
 	}
+	if c.LazyConnect, err = p.onOff(own, keyLazyConnect, false); err != nil {
+		return nil, err
+	}
 	cc.DialFunc = netconn.DialFunc(c.tcpUserTimeout)
 	c.Zone = own[keyZone]
 
@@ -293,6 +301,9 @@ func ParseConfig(connString string) (*Config, error) {
 
 	hosts := splitHosts(&cc.Config)
 	c.templateTLS = hosts[0].tls
+	if cc.TLSConfig != nil {
+		c.parsedServerName = cc.TLSConfig.ServerName
+	}
 	if len(c.patroni.apiURLs) > 0 && !scan.NamesHost(svc) {
 		// pgconn filled in its default host; with Patroni the members
 		// are the hosts.
@@ -315,8 +326,8 @@ func ParseConfig(connString string) (*Config, error) {
 	}
 	c.Hosts = dedupHosts(hosts)
 
-	// Each host's pool gets its own Host, Port, TLS and fallbacks from
-	// hostConfig; the template keeps the first host's for reference.
+	// Each host's pool gets its own Host, Port and fallbacks from
+	// hostConfig, and the TLSConfig set here when the pool is built.
 	cc.Fallbacks = nil
 	return c, nil
 }
@@ -437,15 +448,8 @@ func (s *patroniSettings) parse(p *parseState, own map[string]string) error {
 	if s.queryWait, err = p.duration(own, keyQueryWaitTimeout, s.queryWait, positive); err != nil {
 		return err
 	}
-	if v, ok := own[keyFallbackLocal]; ok {
-		switch v {
-		case "on", "true", "1":
-			s.fallbackLocal = true
-		case "off", "false", "0":
-			s.fallbackLocal = false
-		default:
-			return p.badValue(keyFallbackLocal, v, "must be on or off", nil)
-		}
+	if s.fallbackLocal, err = p.onOff(own, keyFallbackLocal, s.fallbackLocal); err != nil {
+		return err
 	}
 
 	var unknown []string
@@ -569,4 +573,20 @@ func isInteger(s string) bool {
 		}
 	}
 	return true
+}
+
+// onOff reads a switch: on, true or 1; off, false or 0. def is its value
+// when the key is absent.
+func (p *parseState) onOff(own map[string]string, key string, def bool) (bool, error) {
+	v, ok := own[key]
+	if !ok {
+		return def, nil
+	}
+	switch v {
+	case "on", "true", "1":
+		return true, nil
+	case "off", "false", "0":
+		return false, nil
+	}
+	return false, p.badValue(key, v, "must be on or off", nil)
 }

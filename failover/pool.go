@@ -90,6 +90,13 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 // listing every host's outcome when none is reachable in a role the target
 // accepts. The Pool keeps probing every host in the background until
 // Close, and follows Config.Topology for hosts that come and go.
+//
+// With Config.LazyConnect (lazy_connect=on), NewWithConfig reaches no host
+// and waits for no source: like pgxpool's, it fails only on a bad Config.
+// The probes start in the background, and a call made before any host is
+// known to be usable waits for one like a call during a failover, within
+// its context and failover_max_duration (ErrBudgetExhausted after that);
+// a refused password is the first call's error.
 func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if cfg == nil || !cfg.createdByParseConfig {
 		return nil, errors.New("pgfailover: the Config must be created by ParseConfig")
@@ -147,17 +154,21 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		first := make(chan struct{})
 		var once sync.Once
 		p.bg.Go(func() { p.watch(src, func() { once.Do(func() { close(first) }) }) })
-		t := p.clock.NewTimer(p.probeTimeout())
-		select {
-		case <-first:
-		case <-t.C():
-		case <-ctx.Done():
+		if !cfg.LazyConnect {
+			t := p.clock.NewTimer(p.probeTimeout())
+			select {
+			case <-first:
+			case <-t.C():
+			case <-ctx.Done():
+			}
+			t.Stop()
 		}
-		t.Stop()
 	}
-	if err := p.probeAll(ctx); err != nil {
-		p.Close()
-		return nil, err
+	if !cfg.LazyConnect {
+		if err := p.probeAll(ctx); err != nil {
+			p.Close()
+			return nil, err
+		}
 	}
 	p.startProbing()
 	if p.hostGauge, err = tel.observeHosts(p); err != nil {

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -64,7 +65,7 @@ func (r *row) Scan(dest ...any) error {
 		got := r.inner.Next()
 		var scanErr error
 		if got {
-			scanErr = r.inner.Scan(dest...)
+			scanErr = r.scanOrRelease(dest)
 		}
 		r.inner.Close()
 		err := explainRefusal(r.ctx, r.conn, r.inner.Err())
@@ -101,6 +102,28 @@ func (r *row) Scan(dest ...any) error {
 	}
 	return r.err
 }
+
+// scanOrRelease scans the row into dest. When Scan panics (a typed nil
+// in dest, say), the connection is given back before the panic goes on, as
+// pgxpool does, so that Close does not wait for it forever: pgxpool
+// destroys it, since its rows were not read to the end.
+func (r *row) scanOrRelease(dest []any) error {
+	panicked := true
+	defer func() {
+		if panicked {
+			r.conn.Release()
+			r.conn = nil
+			r.err = errScanPanicked
+		}
+	}()
+	err := r.inner.Scan(dest...)
+	panicked = false
+	return err
+}
+
+// errScanPanicked is what Scan returns when called again after a Scan that
+// panicked.
+var errScanPanicked = errors.New("pgfailover: an earlier Scan of this row panicked")
 
 // Query runs a query and returns its rows. Close the rows (or read them to
 // the end) to give the connection back. Before its first row reaches the

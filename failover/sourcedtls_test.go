@@ -1,6 +1,10 @@
 package failover
 
-import "testing"
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"testing"
+)
 
 // TestSourcedHostVariants: a host only a topology source names is dialled
 // with the connection variants of the string's first host: both of
@@ -46,5 +50,70 @@ func TestSourcedHostVariants(t *testing.T) {
 				t.Errorf("ServerName %q, want %q", cc.TLSConfig.ServerName, tc.wantServerName)
 			}
 		})
+	}
+}
+
+// TestTLSConfigSetAfterParse: every host's first connection attempt uses
+// the ConnConfig.TLSConfig of the moment, each with its own server name
+// unless one was set in code; later variants stay as parsed; a socket
+// gets no TLS.
+func TestTLSConfigSetAfterParse(t *testing.T) {
+	c, err := ParseConfig("postgres://u:pw@db-a:5432,db-b:5433,10.0.0.7:5434/app?sslmode=verify-full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := x509.NewCertPool()
+	c.ConnConfig.TLSConfig.RootCAs = marker // edited in place
+	sourced := Host{Host: "db-c.internal", Port: 5435}
+	socket := Host{Host: "/run/postgresql", Port: 5432}
+	for _, tc := range []struct {
+		h    Host
+		want string
+	}{
+		{c.Hosts[0], "db-a"}, {c.Hosts[1], "db-b"}, {c.Hosts[2], "10.0.0.7"}, {sourced, "db-c.internal"},
+	} {
+		tc := c.hostConfig(tc.h).ConnConfig.TLSConfig
+		if tc == nil || tc.RootCAs != marker {
+			t.Fatalf("a host does not get the TLS config set in code")
+		}
+	}
+	for i, want := range []string{"db-a", "db-b", "10.0.0.7"} {
+		if got := c.hostConfig(c.Hosts[i]).ConnConfig.TLSConfig.ServerName; got != want {
+			t.Errorf("host %d: ServerName %q, want %q", i, got, want)
+		}
+	}
+	if got := c.hostConfig(sourced).ConnConfig.TLSConfig.ServerName; got != "db-c.internal" {
+		t.Errorf("sourced host: ServerName %q", got)
+	}
+	if c.hostConfig(socket).ConnConfig.TLSConfig != nil {
+		t.Error("a unix socket gets TLS")
+	}
+
+	// Replaced, with a name set in code: that name for every host.
+	c.ConnConfig.TLSConfig = &tls.Config{RootCAs: marker, ServerName: "db.example"}
+	for _, h := range append(c.Hosts, sourced) {
+		if got := c.hostConfig(h).ConnConfig.TLSConfig.ServerName; got != "db.example" {
+			t.Errorf("%s: ServerName %q, want the one set in code", h.Addr(), got)
+		}
+	}
+	// Set to nil: no TLS, as pgx would dial.
+	c.ConnConfig.TLSConfig = nil
+	if c.hostConfig(c.Hosts[1]).ConnConfig.TLSConfig != nil {
+		t.Error("TLSConfig set to nil still dials with TLS")
+	}
+
+	// sslmode=prefer: the first attempt takes the config set in code, the
+	// plain fallback stays.
+	p, err := ParseConfig("postgres://u:pw@db-a:5432,db-b:5433/app?sslmode=prefer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ConnConfig.TLSConfig = &tls.Config{RootCAs: marker}
+	cc := p.hostConfig(p.Hosts[1]).ConnConfig
+	if cc.TLSConfig == nil || cc.TLSConfig.RootCAs != marker || cc.TLSConfig.InsecureSkipVerify || cc.TLSConfig.ServerName != "db-b" {
+		t.Errorf("prefer: first attempt %+v", cc.TLSConfig)
+	}
+	if len(cc.Fallbacks) != 1 || cc.Fallbacks[0].TLSConfig != nil {
+		t.Errorf("prefer: the plain fallback is gone")
 	}
 }

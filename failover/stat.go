@@ -11,7 +11,9 @@ import (
 // Stat is a snapshot of the Pool: the totals of every host's pgxpool, with
 // the methods of *pgxpool.Stat, and each host's own figures and health.
 // The totals count the Pool's own connections; the Reader's are in each
-// HostStat's Reads.
+// HostStat's Reads. Every total is a sum over the hosts, MaxConns too:
+// pool_max_conns=4 over two hosts gives MaxConns 8, where a pgxpool over
+// one server reads 4.
 // It has every method of *pgxpool.Stat, so a collector written against
 // PoolStat takes it as it is; see PoolStat for collectors that need the
 // concrete *pgxpool.Stat. PgxPool's connections are not counted here.

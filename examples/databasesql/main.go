@@ -64,7 +64,17 @@ func run(ctx context.Context, dsn, drillURL string) error {
 		return err
 	}
 	defer sqlDB.Close()
-	db := sqlx.NewDb(sqlDB, "pgx") // sqlx: $1 placeholders
+	// sqlx picks its placeholders by driver name and does not know
+	// "pgfailover": sqlx.Open("pgfailover", dsn) would bind ?, and
+	// NamedExec would fail with a syntax error (42601). Wrapping the DB
+	// under pgx's name gives $1 placeholders. Code that must call
+	// sqlx.Open itself registers the name once instead:
+	//
+	//	sqlx.BindDriver("pgfailover", sqlx.DOLLAR)
+	db := sqlx.NewDb(sqlDB, "pgx")
+	if db.Rebind("?") != "$1" {
+		return errors.New("sqlx binds the wrong placeholders")
+	}
 
 	goose.SetBaseFS(migrations)
 	goose.SetLogger(goose.NopLogger())

@@ -25,14 +25,24 @@ import (
 //
 // Embedding keeps every optional interface pgx's connection implements
 // (Pinger, NamedValueChecker, ConnPrepareContext); the methods below are
-// the ones whose errors or checks change.
+// the ones whose errors or checks change. The embedded field is named
+// pgxConn, not Conn, so that the method Conn, which conn.Raw's users call
+// as they do on pgx's connection, is not hidden by a field of that name.
 type conn struct {
-	*pgxstdlib.Conn
+	*pgxConn
 	// usable is the primary-following pgxpool's PrepareConn: the peek, the
 	// role and the host's state, without I/O beyond one peek syscall.
 	usable func(context.Context, *pgx.Conn) (bool, error)
 	target hosthealth.Target // the Pool's
+	// owner is the connector of sql.Open's DB, which counts its
+	// connections so that its Close need not wait for them; nil for
+	// OpenDB's.
+	owner *dsnConnector
 }
+
+// pgxConn is pgx's stdlib connection, under a name of its own for the
+// embedded field (see conn).
+type pgxConn = pgxstdlib.Conn
 
 var _ interface {
 	driver.Conn
@@ -46,18 +56,60 @@ var _ interface {
 	driver.Validator
 } = (*conn)(nil)
 
+// Conn returns the *pgx.Conn under the connection, for what only pgx does
+// (COPY, LISTEN, pgx's own types) inside database/sql's conn.Raw:
+//
+//	err := sqlConn.Raw(func(dc any) error {
+//		pc := dc.(interface{ Conn() *pgx.Conn }).Conn()
+//		_, err := pc.CopyFrom(ctx, pgx.Identifier{"t"}, cols, src)
+//		return err
+//	})
+//
+// The assertion holds for pgx's own stdlib connection too. What runs on
+// the *pgx.Conn is pgx's alone: no failover meaning is given to its errors.
+func (c *conn) Conn() *pgx.Conn { return c.pgxConn.Conn() }
+
+// Close gives the connection back to its pgxpool.
+func (c *conn) Close() error {
+	err := c.pgxConn.Close()
+	if c.owner != nil {
+		c.owner.release()
+	}
+	return err
+}
+
+// ended reports whether sql.Open's DB was closed while the connection was
+// held: its statements then fail with failover.ErrClosed (the Pool is
+// closing), and only cleanup (Rollback, closing rows and statements, Close)
+// still runs.
+func (c *conn) ended() bool { return c.owner != nil && c.owner.closing.Load() }
+
+// Ping checks the connection as pgx's does.
+func (c *conn) Ping(ctx context.Context) error {
+	if c.ended() {
+		return failover.ErrClosed
+	}
+	return c.pgxConn.Ping(ctx)
+}
+
 // ExecContext runs query and names what a failure means for the caller.
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if c.ended() {
+		return nil, failover.ErrClosed
+	}
 	at := c.state()
-	res, err := c.Conn.ExecContext(ctx, query, args)
+	res, err := c.pgxConn.ExecContext(ctx, query, args)
 	return res, c.meaning(ctx, query, at, err)
 }
 
 // QueryContext runs query; a failure before its first row, or while its
 // rows are read, is named as for ExecContext.
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.ended() {
+		return nil, failover.ErrClosed
+	}
 	at := c.state()
-	r, err := c.Conn.QueryContext(ctx, query, args)
+	r, err := c.pgxConn.QueryContext(ctx, query, args)
 	if err != nil {
 		return nil, c.meaning(ctx, query, at, err)
 	}
@@ -68,7 +120,10 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 // so that they get the same meaning. pgx runs a statement prepared under
 // its own text when given that text again.
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	s, err := c.Conn.PrepareContext(ctx, query)
+	if c.ended() {
+		return nil, failover.ErrClosed
+	}
+	s, err := c.pgxConn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +132,23 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 
 // BeginTx begins a transaction whose Commit reports an unknown outcome
 // when the connection is cut with COMMIT in flight.
+//
+// A BEGIN that lost its connection (a server that terminated the session
+// or shut down after the connection passed its checks answers it with
+// FATAL 57P01, or the socket breaks) returns driver.ErrBadConn, wrapping
+// pgx's error: nothing of the caller's ran, so database/sql begins again
+// on another connection, which goes to the new primary. The caller's
+// context ending is returned as is, and so is an error the server answered
+// BEGIN with on a connection that stays open.
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	t, err := c.Conn.BeginTx(ctx, opts)
+	if c.ended() {
+		return nil, failover.ErrClosed
+	}
+	t, err := c.pgxConn.BeginTx(ctx, opts)
 	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, driver.ErrBadConn) && c.closed() {
+			return nil, fmt.Errorf("%w: BEGIN lost its connection: %w", driver.ErrBadConn, err)
+		}
 		return nil, err
 	}
 	return &tx{Tx: t, c: c}, nil
@@ -89,10 +158,13 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 // second idle) and then the Pool's: database/sql takes another connection,
 // having sent nothing on this one, when it returns driver.ErrBadConn.
 func (c *conn) ResetSession(ctx context.Context) error {
-	if err := c.Conn.ResetSession(ctx); err != nil {
+	if c.ended() {
+		return driver.ErrBadConn
+	}
+	if err := c.pgxConn.ResetSession(ctx); err != nil {
 		return err
 	}
-	if ok, err := c.usable(ctx, c.Conn.Conn()); !ok || err != nil {
+	if ok, err := c.usable(ctx, c.Conn()); !ok || err != nil {
 		return driver.ErrBadConn
 	}
 	return nil
@@ -107,8 +179,8 @@ func (c *conn) ResetSession(ctx context.Context) error {
 // statement, and the peek runs before the connection is used again
 // (ResetSession, or pgxpool's own check).
 func (c *conn) IsValid() bool {
-	pc := c.Conn.Conn().PgConn()
-	if pc.IsClosed() {
+	pc := c.Conn().PgConn()
+	if pc.IsClosed() || c.ended() {
 		return false
 	}
 	role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby"))
@@ -122,7 +194,7 @@ type before struct {
 }
 
 func (c *conn) state() before {
-	pc := c.Conn.Conn().PgConn()
+	pc := c.Conn().PgConn()
 	return before{open: !pc.IsClosed(), inTx: pc.TxStatus() != 'I'}
 }
 
@@ -164,7 +236,7 @@ var errLostInFlight = fmt.Errorf("the connection closed with the statement in fl
 // computed only when an error needs it: formatting it costs allocations
 // that every statement would pay. A closed connection keeps its address.
 func (c *conn) addr() string {
-	if nc := c.Conn.Conn().PgConn().Conn(); nc != nil {
+	if nc := c.Conn().PgConn().Conn(); nc != nil {
 		if a := nc.RemoteAddr(); a != nil {
 			return a.String()
 		}
@@ -173,7 +245,7 @@ func (c *conn) addr() string {
 }
 
 // closed reports whether pgx has closed c's connection.
-func (c *conn) closed() bool { return c.Conn.Conn().IsClosed() }
+func (c *conn) closed() bool { return c.Conn().IsClosed() }
 
 // classify is the decision behind meaning, apart from the connection. It
 // returns the sentinel err means for the caller, or nil to return err as
@@ -228,6 +300,9 @@ type rows struct {
 }
 
 func (r *rows) Next(dest []driver.Value) error {
+	if r.c.ended() {
+		return failover.ErrClosed
+	}
 	err := r.Rows.Next(dest)
 	if err == nil || err == io.EOF {
 		return err
@@ -258,6 +333,11 @@ type tx struct {
 }
 
 func (t *tx) Commit() error {
+	if t.c.ended() {
+		// Not sent: the transaction is rolled back when the connection
+		// closes (pgxpool destroys a connection left in a transaction).
+		return failover.ErrClosed
+	}
 	if t.c.closed() {
 		// The connection was gone before COMMIT was sent: the server
 		// rolled the transaction back.

@@ -15,6 +15,10 @@
 //	db, err := sql.Open("pgfailover", "postgres://app:secret@db-a,db-b,db-c/app")
 //	defer db.Close() // closes the Pool it made
 //
+// sqlx does not know the name "pgfailover" and would bind ? placeholders:
+// wrap the DB as pgx's, sqlx.NewDb(db, "pgx"), or register the name once,
+// sqlx.BindDriver("pgfailover", sqlx.DOLLAR), before sqlx.Open.
+//
 // The string takes every key of failover.ParseConfig; pgfailover's keys
 // are removed before pgx sees it, so none reaches the server. sql.Open
 // parses it (a bad key or value is its error, without the password) and
@@ -22,14 +26,40 @@
 // failover.Pool for that *sql.DB, and db.Close closes it (database/sql
 // closes a connector that is an io.Closer, since Go 1.17).
 //
+// db.Close returns at once, as with pgx's driver, even while connections
+// are held (a *sql.Conn, open *sql.Rows, a *sql.Tx): from then on their
+// statements, Ping and Tx.Commit fail with failover.ErrClosed (a commit
+// refused so was not sent: the transaction is rolled back), while
+// Rollback and closing them still work. The Pool stops probing at once and
+// finishes closing when the last of them is closed; that last Close waits
+// for it, so no goroutine of the Pool outlives the connections.
+//
+// # pgx underneath: conn.Raw
+//
+// Inside database/sql's conn.Raw, the driver connection has the method
+// Conn() *pgx.Conn, for what only pgx does (COPY FROM, LISTEN, pgx's
+// types). pgx's documented assertion, c.(*stdlib.Conn), names pgx's own
+// type and does not hold here; assert the method, which holds for both
+// drivers:
+//
+//	err := sqlConn.Raw(func(c any) error {
+//		pc := c.(interface{ Conn() *pgx.Conn }).Conn()
+//		_, err := pc.CopyFrom(ctx, pgx.Identifier{"items"}, []string{"id"}, rows)
+//		return err
+//	})
+//
+// What runs on that *pgx.Conn is pgx's alone: its errors get no failover
+// meaning, and nothing on it is retried.
+//
 // # What fails over
 //
 // Connections come from the Pool's PgxPool: each new one goes to the best
 // host for the target (the primary by default) and passes the same role
 // check; a connect its host refuses (unreachable, shutting down, in the
-// wrong role) is tried again, with the Pool's backoff, up to
-// failover_max_attempts, so that the first statement after a failover
-// waits for the new primary instead of failing. An idle connection is
+// wrong role) is tried again, after the Pool's backoff (full jitter
+// between failover_backoff_initial and failover_backoff_max, on the Pool's
+// clock), up to failover_max_attempts, so that the first statement after a
+// failover waits for the new primary instead of failing. An idle connection is
 // handed out, or reused by database/sql (ResetSession), only after a
 // non-blocking peek finds it alive and its host still usable for the
 // target, and database/sql keeps a connection after a call (IsValid) only
@@ -65,10 +95,13 @@
 //
 // database/sql runs an operation again, on another connection, when the
 // driver returns driver.ErrBadConn (twice on any connection, then once on
-// a new one). This driver returns it only where nothing was sent: the
-// connection was closed before the call, the context had ended before
-// anything was written, ResetSession retired the connection, or a Ping
-// failed.
+// a new one). This driver returns it only where nothing of the caller's
+// was sent: the connection was closed before the call, the context had
+// ended before anything was written, ResetSession retired the connection,
+// a Ping failed, or BEGIN lost its connection (a session the server
+// terminated, or that shut down, after the connection passed its checks
+// answers BEGIN with FATAL 57P01): db.BeginTx then begins again on another
+// connection, on the new primary, as the Pool's Begin does.
 //
 // pgx's stdlib alone is not enough for that promise. It returns
 // driver.ErrBadConn for every error pgconn marks safe to retry, and in pgx

@@ -6,7 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/backoff"
 )
 
 // DriverName is the name the driver is registered under.
@@ -63,12 +64,14 @@ func connector(pool *failover.Pool) driver.Connector {
 func newConnector(pool *failover.Pool, pp *pgxpool.Pool, target hosthealth.Target) driver.Connector {
 	cfg := pool.Config()
 	return &poolConnector{
-		inner:      pgxstdlib.GetPoolConnector(pp),
-		usable:     pp.Config().PrepareConn,
-		target:     target,
-		attempts:   cfg.MaxAttempts,
-		backoff:    cfg.BackoffInitial,
-		backoffMax: cfg.BackoffMax,
+		inner:    pgxstdlib.GetPoolConnector(pp),
+		usable:   pp.Config().PrepareConn,
+		target:   target,
+		attempts: cfg.MaxAttempts,
+		// The Pool's failover_backoff_initial and failover_backoff_max, on
+		// the wall clock (a Pool runs on another clock only in package
+		// failover's own tests).
+		backoff: backoff.Policy{Initial: cfg.BackoffInitial, Max: cfg.BackoffMax},
 	}
 }
 
@@ -81,10 +84,10 @@ type poolConnector struct {
 	usable func(context.Context, *pgx.Conn) (bool, error)
 	target hosthealth.Target
 
-	// The Pool's failover_max_attempts and failover_backoff_* bound the
-	// connects of one Connect.
-	attempts            int
-	backoff, backoffMax time.Duration
+	// The Pool's failover_max_attempts bounds the connects of one Connect,
+	// and its backoff (failover_backoff_*, on the Pool's clock) spaces them.
+	attempts int
+	backoff  backoff.Policy
 }
 
 // Connect takes a connection from the PgxPool. A new connection refused by
@@ -94,23 +97,21 @@ type poolConnector struct {
 // waits for one. Nothing was sent; database/sql would return the error to
 // the caller rather than ask again.
 func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	pause := c.backoff
+	var waits *backoff.Waits
 	for attempt := 1; ; attempt++ {
 		dc, err := c.inner.Connect(ctx)
 		if err == nil {
-			return &conn{Conn: dc.(*pgxstdlib.Conn), usable: c.usable, target: c.target}, nil
+			return &conn{pgxConn: dc.(*pgxstdlib.Conn), usable: c.usable, target: c.target}, nil
 		}
 		if attempt >= c.attempts || !hostRefused(err) {
 			return nil, err
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if waits == nil {
+			waits = c.backoff.Start()
+		}
+		if waits.Wait(ctx, nil) != nil {
 			return nil, err
 		}
-		pause = min(2*pause, c.backoffMax)
 	}
 }
 
@@ -158,6 +159,10 @@ func (Driver) OpenConnector(name string) (driver.Connector, error) {
 type dsnConnector struct {
 	cfg *failover.Config
 
+	// closing is set by Close; every statement of the connections reads
+	// it, without mu (see conn.ended).
+	closing atomic.Bool
+
 	// mu guards the fields below. No I/O while held: the Pool is created
 	// outside it, by one Connect at a time, the others waiting on
 	// creating or their own context.
@@ -166,6 +171,12 @@ type dsnConnector struct {
 	inner    driver.Connector // pgx's connector over pool
 	creating chan struct{}    // closed when the creation in flight ends
 	closed   bool
+	// held counts the connections handed to database/sql and not yet
+	// closed, and the Connects in flight.
+	held int
+	// poolClosed is closed when the Pool's Close, begun by Close, is over;
+	// nil until then.
+	poolClosed chan struct{}
 }
 
 var _ interface {
@@ -181,7 +192,37 @@ func (c *dsnConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return inner.Connect(ctx)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, failover.ErrClosed
+	}
+	c.held++
+	c.mu.Unlock()
+	dc, err := inner.Connect(ctx)
+	if err != nil {
+		c.release()
+		return nil, err
+	}
+	cn := dc.(*conn)
+	cn.owner = c
+	return cn, nil
+}
+
+// release counts a connection (or a failed Connect) out. The last one out
+// after Close waits for the Pool's Close to end, so that the Pool's
+// goroutines are gone when database/sql has closed every connection.
+func (c *dsnConnector) release() {
+	c.mu.Lock()
+	c.held--
+	var wait chan struct{}
+	if c.closed && c.held == 0 {
+		wait = c.poolClosed
+	}
+	c.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
 }
 
 func (c *dsnConnector) connector(ctx context.Context) (driver.Connector, error) {
@@ -234,15 +275,36 @@ func (c *dsnConnector) connector(ctx context.Context) (driver.Connector, error) 
 // Driver returns the pgfailover driver.
 func (c *dsnConnector) Driver() driver.Driver { return Driver{} }
 
-// Close closes the Pool, waiting for its connections in use to come back.
-// database/sql calls it from DB.Close.
+// Close closes the Pool. database/sql calls it from DB.Close, after
+// closing its idle connections, and DB.Close returns at once as with pgx's
+// driver: connections still held (a *sql.Conn, open *sql.Rows or *sql.Tx)
+// fail from then on with failover.ErrClosed, and the Pool's Close ends in
+// the background, when the last of them is closed, whose Close waits for
+// it. With none held, Close waits for the Pool's Close.
 func (c *dsnConnector) Close() error {
 	c.mu.Lock()
-	c.closed = true
-	pool := c.pool
-	c.mu.Unlock()
-	if pool != nil {
-		pool.Close()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
 	}
+	c.closed = true
+	c.closing.Store(true)
+	pool, held := c.pool, c.held
+	done := make(chan struct{})
+	c.poolClosed = done
+	c.mu.Unlock()
+	if pool == nil {
+		close(done) // a creation in flight closes the Pool it made
+		return nil
+	}
+	closePool := func() {
+		pool.Close()
+		close(done)
+	}
+	if held == 0 {
+		closePool()
+		return nil
+	}
+	go closePool()
 	return nil
 }

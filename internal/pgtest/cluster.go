@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +38,11 @@ type Options struct {
 	Zones []string
 	// BinDir overrides where the PostgreSQL programs are looked for.
 	BinDir string
+	// TLS makes every server accept TLS connections (ssl = on) with a
+	// certificate for "localhost" and 127.0.0.1 signed by a certificate
+	// authority made for the cluster alone; Cluster.RootCAs trusts it.
+	// Connections without TLS are still accepted.
+	TLS bool
 }
 
 // Cluster is a running primary with its streaming replicas on loopback.
@@ -48,6 +54,7 @@ type Cluster struct {
 	bins  *binaries
 	base  string
 	nodes []*Node
+	tls   *serverTLS // nil unless opts.TLS
 
 	// mu guards primary. No I/O while held.
 	mu      sync.Mutex
@@ -107,6 +114,12 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 		base = real
 	}
 	c := &Cluster{opts: opts, bins: bins, base: base}
+	if opts.TLS {
+		if c.tls, err = newServerTLS(); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("pgtest: making the TLS certificates: %w", err)
+		}
+	}
 	if err := c.setup(ctx, tmpl); err != nil {
 		_ = c.Close()
 		return nil, err
@@ -292,6 +305,13 @@ func (n *Node) writeConf() error {
 	}
 	if n.zone != "" {
 		s["pgfailover.zone"] = n.zone
+	}
+	if n.c.tls != nil {
+		settings, err := n.c.tls.writeFiles(n.c.bins, n.dataDir)
+		if err != nil {
+			return err
+		}
+		maps.Copy(s, settings)
 	}
 	text := "# Written by pgtest for " + n.name + "; rewritten whenever the node is (re)created.\n" +
 		renderConf(s)
