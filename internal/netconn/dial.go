@@ -10,13 +10,14 @@ import (
 
 // TCP settings of the connections DialFunc makes.
 const (
-	// DefaultTCPUserTimeout is tcp_user_timeout's default in ParseConfig: how long data
-	// sent to a server may stay unacknowledged before the kernel drops the
-	// connection (Linux only). 10 s is far beyond any retransmission on a
-	// working network, and short against failover_max_duration (30 s), so
-	// a statement sent into a network blackhole fails within about 10 s
-	// with ErrCommitOutcomeUnknown instead of waiting out the kernel's
-	// default of 15 retransmissions, about 15 minutes.
+	// DefaultTCPUserTimeout is tcp_user_timeout's default, which
+	// failover.ParseConfig applies: how long data sent to a server may stay
+	// unacknowledged before the kernel drops the connection (Linux only).
+	// 10 s is far beyond any retransmission on a working network, and
+	// short against failover_max_duration (30 s), so a statement sent into
+	// a network blackhole fails within about 10 s with
+	// ErrCommitOutcomeUnknown instead of waiting out the kernel's default
+	// of 15 retransmissions, about 15 minutes.
 	DefaultTCPUserTimeout = 10 * time.Second
 
 	// keepAliveIdle, keepAliveInterval and keepAliveCount are the TCP
