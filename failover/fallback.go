@@ -210,7 +210,7 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 			return err
 		}
 	}
-	cfg.DialFunc = h.socks.dialer(cfg.DialFunc, false)
+	cfg.DialFunc = h.socks.DialFunc(cfg.DialFunc, false)
 	conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 	if err != nil {
 		return err

@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
-	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Pool is a connection pool over every host of a multi-host connection
@@ -183,8 +183,8 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 }
 
 // closeGrace is how long Close lets pgconn's cancel requests and the
-// draining of given-up connections run before it cuts them (see sockets).
-// On a host that answers they take milliseconds.
+// draining of given-up connections run before it cuts them (see
+// netconn.Sockets). On a host that answers they take milliseconds.
 const closeGrace = time.Second
 
 // Close stops the background probes and the topology watch, and closes
@@ -209,7 +209,7 @@ func (p *Pool) Close() {
 		hosts := p.hosts.Load().list
 		p.topoMu.Unlock()
 		for _, h := range hosts {
-			h.socks.killIfDown()
+			h.socks.KillIfDown()
 		}
 		var pools sync.WaitGroup
 		for _, h := range hosts {
@@ -228,7 +228,7 @@ func (p *Pool) Close() {
 		case <-closed:
 		case <-t.C():
 			for _, h := range hosts {
-				h.socks.abandon()
+				h.socks.Abandon()
 			}
 		}
 		t.Stop()

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -48,7 +49,7 @@ const fastProbeInterval = 2 * time.Millisecond
 type prober struct {
 	config        *pgx.ConnConfig
 	beforeConnect func(context.Context, *pgx.ConnConfig) error // the user's pool hook, if any
-	socks         *sockets                                     // the host's sockets
+	socks         *netconn.Sockets                             // the host's sockets
 
 	// mu guards conn. It is held through a probe's I/O: the probe loop
 	// and the closers are the only ones to wait for it, never a call.
@@ -83,7 +84,7 @@ func (pr *prober) run(ctx context.Context, now func() time.Time, connectTimeout,
 				return probeResult{err: err}
 			}
 		}
-		cfg.DialFunc = pr.socks.dialer(cfg.DialFunc, false)
+		cfg.DialFunc = pr.socks.DialFunc(cfg.DialFunc, false)
 		conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 		if err != nil {
 			return probeResult{err: err}
@@ -277,13 +278,13 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 			p.tracker.ObserveFailure(h.addr, class)
 		}
 		if silent(r.err) {
-			h.socks.kill()
+			h.socks.Kill()
 		}
 		if p.local != nil && hosthealth.Classify(r.err) != hosthealth.NotFailover {
 			p.local.failed(h.addr, r.err)
 		}
 	} else {
-		h.socks.up()
+		h.socks.Up()
 		p.observeRole(h, r.role)
 		p.tracker.ObserveZone(h.addr, r.zone)
 	}
@@ -299,7 +300,7 @@ func (p *Pool) observe(h *hostPool, r probeResult) {
 // answer: the probe could not connect and no server spoke (refused, no
 // route, no answer within connect_timeout), or its question went
 // unanswered for health_probe_timeout. Then nothing in flight there
-// will be answered either, and the host's sockets are cut (sockets.kill).
+// will be answered either, and the host's sockets are cut (netconn.Sockets.Kill).
 // A connection the server ended (a terminated backend, a shutdown) is not
 // enough: the others may be fine, or will learn it themselves.
 func silent(err error) bool {
