@@ -16,6 +16,7 @@ import (
 // so with a wrong password New reports the authentication failure from the
 // first host, as pgx does, and sends the password to no other host.
 func TestWrongPasswordTriesOneHost(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	dsn := strings.Replace(c.ConnString(""), ":"+c.Password()+"@", ":not-the-password@", 1)
@@ -53,6 +54,7 @@ func TestWrongPasswordTriesOneHost(t *testing.T) {
 // settles nothing, so the next one is asked, and its refusal ends New
 // before the last host sees the password.
 func TestWrongPasswordPassesOverADownHost(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	nodes := c.Nodes()

@@ -61,6 +61,7 @@ func proxiedPrimary(t *testing.T, c *pgtest.Cluster, params string) (string, *to
 }
 
 func TestCloseWithBlackholedHost(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	before := goleak.IgnoreCurrent()
@@ -106,6 +107,7 @@ type timedWrite struct {
 // few seconds with ErrCommitOutcomeUnknown naming it, new writes go to the
 // new primary, every acknowledged write is there once, and Close is quick.
 func TestBlackholedPrimaryUnderWriters(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	old, promoted := c.Primary(), c.Replicas()[0]
@@ -231,6 +233,7 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 // end with an error naming the host when their context ends, and move on
 // once the Pool learns the host does not answer.
 func TestAcquireWaitOnBlackholedHost(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=1&target=any")

@@ -14,6 +14,9 @@ import (
 // clock past failover_max_duration: the waiting call gives up on that
 // clock, long before the caller's own (real) deadline.
 func TestBudgetRunsOnThePoolClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short; run: go test -race -run '^TestBudgetRunsOnThePoolClock$' ./failover/")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := pgtest.Start(t, pgtest.Options{})

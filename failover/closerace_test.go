@@ -54,6 +54,7 @@ func errorKind(err error) string {
 // Close returned fails with ErrClosed, Close returns, and no goroutine is
 // left.
 func TestCloseRacingCallsAndFailover(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	old, replica := c.Primary(), c.Replicas()[0]

@@ -12,10 +12,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/patroni"
-	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Defaults. ParseConfig is the only place that applies them.
@@ -138,7 +138,8 @@ type Config struct {
 	clock clock.Clock
 
 	// connString is the string the caller passed to ParseConfig. pgx may
-	// have been given a rewritten one (see rewriteConnString), so
+	// have been given a rewritten one (see
+	// connstr.Result.WithoutTargetSessionAttrs), so
 	// Config.Config.ConnString() (pgxpool's) is not always the same.
 	connString string
 

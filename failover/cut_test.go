@@ -41,6 +41,7 @@ func cutWhenRunning(t *testing.T, n *pgtest.Node, p *toxiproxy.Proxy, marker str
 }
 
 func TestNetworkCut(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	proxy := startProxy(t, c.Primary())

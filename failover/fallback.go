@@ -11,9 +11,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/patroni"
-	"github.com/pgfailover/pgfailover/topology"
 )
 
 var _ steerer = (*localFirst)(nil)
@@ -256,7 +256,7 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 			return err
 		}
 	}
-	cfg.DialFunc = h.socks.dialer(cfg.DialFunc, false)
+	cfg.DialFunc = h.socks.DialFunc(cfg.DialFunc, false)
 	conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 	if err != nil {
 		return err

@@ -45,6 +45,7 @@ func acquireAll(ctx context.Context, pp *pgxpool.Pool, n int) ([]int, error) {
 }
 
 func TestPgxPoolFollowsPrimaryThroughSwitchover(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	old, next := c.Primary(), c.Nodes()[1]
@@ -114,6 +115,7 @@ func TestPgxPoolFollowsPrimaryThroughSwitchover(t *testing.T) {
 }
 
 func TestPgxPoolClosedWithPool(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	pool, err := failover.New(ctx, c.ConnString(""))
@@ -151,6 +153,7 @@ func TestPgxPoolFirstCalledAfterClose(t *testing.T) {
 }
 
 func TestAcquireAllIdle(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=3"))

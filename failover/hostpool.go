@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/sockpeek"
+	"github.com/pgfailover/pgfailover/internal/netconn"
 )
 
 // peekKey is where a connection's socket peeker lives in pgconn's
@@ -36,7 +36,7 @@ type hostPool struct {
 	probeDone chan struct{}      // closed when the probe loop has returned
 	retired   atomic.Bool        // the host left the topology; its pool drains
 	probes    atomic.Int64       // probes sent, for Stat
-	socks     sockets            // every socket to the host, to cut when it stops answering
+	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
 }
 
 // newHostPool builds the pgxpools of host h. No connection is made here
@@ -89,7 +89,7 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 		}
 		// cc is this connection's own copy: its sockets, and its cancel
 		// requests, are counted as the host's.
-		cc.DialFunc = hp.socks.dialer(cc.DialFunc, true)
+		cc.DialFunc = hp.socks.DialFunc(cc.DialFunc, true)
 		return nil
 	}
 
@@ -148,7 +148,7 @@ func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, 
 func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 	userAfterConnect := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		conn.PgConn().CustomData()[peekKey] = sockpeek.New(conn.PgConn().Conn())
+		conn.PgConn().CustomData()[peekKey] = netconn.NewPeeker(conn.PgConn().Conn())
 		if userAfterConnect != nil {
 			return userAfterConnect(ctx, conn)
 		}
@@ -206,9 +206,9 @@ func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 // quiet reports whether nothing is waiting on an idle connection's socket:
 // the peek of usable, for connections that serve either role.
 func quiet(conn *pgx.Conn) bool {
-	if pk, _ := conn.PgConn().CustomData()[peekKey].(*sockpeek.Peeker); pk != nil {
+	if pk, _ := conn.PgConn().CustomData()[peekKey].(*netconn.Peeker); pk != nil {
 		switch pk.Peek() {
-		case sockpeek.Pending, sockpeek.Closed:
+		case netconn.PeekPending, netconn.PeekClosed:
 			return false
 		}
 	}

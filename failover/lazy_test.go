@@ -18,6 +18,7 @@ import (
 // deadline ends with ErrBudgetExhausted; a call made before the server
 // starts waits for it and succeeds.
 func TestLazyConnectStartsBeforeTheDatabase(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	n := c.Primary()
@@ -58,6 +59,7 @@ func TestLazyConnectStartsBeforeTheDatabase(t *testing.T) {
 // TestLazyConnectWrongPassword: with lazy_connect=on a refused password is
 // the first call's error, at once, and names no password.
 func TestLazyConnectWrongPassword(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	const wrong = "wrong-password-4242"

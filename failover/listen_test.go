@@ -15,6 +15,7 @@ import (
 // Next reports the gap with its times and the new server, and a
 // notification sent after the failover is received.
 func TestListenAcrossFailover(t *testing.T) {
+	skipUnderShort(t)
 	drills := map[string]func(*pgtest.Cluster, context.Context, *pgtest.Node) error{
 		"kill and promote": (*pgtest.Cluster).Failover,
 		"switchover":       (*pgtest.Cluster).Switchover,
@@ -79,6 +80,7 @@ func testListenAcross(t *testing.T, drill func(*pgtest.Cluster, context.Context,
 // TestListenNextHonoursContext: a Next whose context ends returns its error
 // and leaves the session listening.
 func TestListenNextHonoursContext(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	pool := newPool(t, ctx, c.ConnString(""))
@@ -113,6 +115,7 @@ func TestListenNextHonoursContext(t *testing.T) {
 // Next then returns ErrClosed, even with a notification sent meanwhile,
 // and also when it was waiting as the Pool closed.
 func TestListenerClosesWithPool(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	admin, err := c.Primary().Connect(ctx)

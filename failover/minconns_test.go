@@ -38,6 +38,7 @@ func countDials(cfg *failover.Config) func(*pgtest.Node) int {
 // refuses each one (role check), and closing a host's connections on every
 // probe would start that again each time.
 func TestMinConnsDoNotHammerAWrongRoleHost(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	replica := c.Replicas()[0]

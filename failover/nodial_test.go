@@ -15,6 +15,7 @@ import (
 // the probes touch the hosts, however many callers there are. When the
 // replica is promoted, they all go on.
 func TestWaitingCallsDoNotDial(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	old, replica := c.Primary(), c.Replicas()[0]

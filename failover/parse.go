@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/connstr"
+	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/patroni"
 )
 
@@ -208,8 +210,8 @@ var fallbackKeys = []string{
 // Errors are *ConfigError values. They name the key and the bad value, and
 // never contain the connection string or the password.
 func ParseConfig(connString string) (*Config, error) {
-	scan, scanErr := scanConnString(connString)
-	p := &parseState{secrets: scan.secrets()}
+	scan, scanErr := connstr.Scan(connString)
+	p := &parseState{secrets: scan.Secrets()}
 
 	if scanErr != nil {
 		// The scanner follows pgconn's grammar, so pgx rejects the string
@@ -220,9 +222,9 @@ func ParseConfig(connString string) (*Config, error) {
 		return nil, p.fail("", scanErr.Error(), nil)
 	}
 
-	svc := scan.serviceSettings()
-	tsa := scan.findTargetSessionAttrs(svc)
-	pgxString := rewriteConnString(connString, scan, tsa.fromEnv || tsa.fromService)
+	svc := scan.ServiceSettings()
+	tsa := scan.TargetSessionAttrs(svc)
+	pgxString := scan.WithoutTargetSessionAttrs(tsa.FromEnv || tsa.FromService)
 	poolConfig, err := pgxpool.ParseConfig(pgxString)
 	if err != nil {
 		return nil, p.pgxError(err)
@@ -262,7 +264,7 @@ func ParseConfig(connString string) (*Config, error) {
 			fallbackCooldown:       defaultFallbackCooldown,
 			fallbackLifetime:       defaultFallbackLifetime,
 		},
-		tcpUserTimeout:       defaultTCPUserTimeout,
+		tcpUserTimeout:       netconn.DefaultTCPUserTimeout,
 		probeConnectTimeout:  defaultConnectTimeout,
 		createdByParseConfig: true,
 	}
@@ -292,12 +294,12 @@ func ParseConfig(connString string) (*Config, error) {
 	if c.LazyConnect, err = p.onOff(own, keyLazyConnect, false); err != nil {
 		return nil, err
 	}
-	cc.DialFunc = newDialFunc(c.tcpUserTimeout)
+	cc.DialFunc = netconn.DialFunc(c.tcpUserTimeout)
 	c.Zone = own[keyZone]
 
 	// The Pool checks roles itself; pgconn's check must stay out of the way.
 	cc.ValidateConnect = nil
-	if !scan.connectTimeoutSet(&cc.Config, svc) {
+	if !scan.ConnectTimeoutSet(&cc.Config, svc) {
 		cc.ConnectTimeout = defaultConnectTimeout
 	}
 
@@ -306,7 +308,7 @@ func ParseConfig(connString string) (*Config, error) {
 	if cc.TLSConfig != nil {
 		c.parsedServerName = cc.TLSConfig.ServerName
 	}
-	if len(c.patroni.apiURLs) > 0 && !scan.namesHost(svc) {
+	if len(c.patroni.apiURLs) > 0 && !scan.NamesHost(svc) {
 		// pgconn filled in its default host; with Patroni the members
 		// are the hosts.
 		hosts = nil
@@ -334,18 +336,18 @@ func ParseConfig(connString string) (*Config, error) {
 	return c, nil
 }
 
-func (p *parseState) applyTarget(c *Config, own map[string]string, tsa targetSessionAttrs) error {
+func (p *parseState) applyTarget(c *Config, own map[string]string, tsa connstr.TargetSessionAttrs) error {
 	v, hasTarget := own[keyTarget]
 	var fromTSA hosthealth.Target
 	// The environment variable is only a default: target= outranks it.
-	if tsa.set || (tsa.envOnly && !hasTarget) {
-		t, err := hosthealth.ParseTarget(tsa.value)
+	if tsa.Set || (tsa.EnvOnly && !hasTarget) {
+		t, err := hosthealth.ParseTarget(tsa.Value)
 		if err != nil {
 			problem := "is not a known target"
-			if tsa.envOnly {
-				problem = "(from " + envTargetSessionAttrs + ") is not a known target"
+			if tsa.EnvOnly {
+				problem = "(from " + connstr.EnvTargetSessionAttrs + ") is not a known target"
 			}
-			return p.badValue(keyTargetSessionAttrs, tsa.value, problem+"; "+targetSpellings, err)
+			return p.badValue(keyTargetSessionAttrs, tsa.Value, problem+"; "+targetSpellings, err)
 		}
 		fromTSA = t
 		c.Target = t
@@ -357,9 +359,9 @@ func (p *parseState) applyTarget(c *Config, own map[string]string, tsa targetSes
 	if err != nil {
 		return p.badValue(keyTarget, v, "is not a known target; "+targetSpellings, err)
 	}
-	if tsa.set && t != fromTSA {
+	if tsa.Set && t != fromTSA {
 		return p.fail(keyTarget, fmt.Sprintf("%q conflicts with %s %q; give one of them, or the same target in both",
-			v, keyTargetSessionAttrs, tsa.value), nil)
+			v, keyTargetSessionAttrs, tsa.Value), nil)
 	}
 	c.Target = t
 	return nil
@@ -480,7 +482,7 @@ func (s *patroniSettings) parse(p *parseState, own map[string]string) error {
 // (or a duration like the other keys), 0 for the operating system's
 // default, at most what the socket option holds.
 func (p *parseState) tcpUserTimeout(own map[string]string) (time.Duration, error) {
-	d, err := p.duration(own, keyTCPUserTimeout, defaultTCPUserTimeout, nonNegative)
+	d, err := p.duration(own, keyTCPUserTimeout, netconn.DefaultTCPUserTimeout, nonNegative)
 	if err != nil {
 		return 0, err
 	}

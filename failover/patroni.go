@@ -1,8 +1,8 @@
 package failover
 
 import (
+	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/patroni"
-	"github.com/pgfailover/pgfailover/topology"
 )
 
 // patroniSource builds the topology source that patroni_api_urls asks
@@ -24,7 +24,6 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 		ZoneTag:         p.cfg.patroni.zoneTag,
 		AllowList:       p.cfg.patroni.allowed,
 		Logger:          p.cfg.Logger,
-		Clock:           p.clock,
 		MeterProvider:   p.cfg.MeterProvider,
 	})
 }

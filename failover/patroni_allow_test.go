@@ -18,6 +18,7 @@ import (
 // TestPatroniAllowList: members outside patroni_allowed_hosts are never
 // dialled, nor listed; without the list they would be.
 func TestPatroniAllowList(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	ctx := testContext(t)
 	p := c.Primary()

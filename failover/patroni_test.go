@@ -49,6 +49,7 @@ const patroniReaction = 1500 * time.Millisecond
 // One cluster serves the scenarios in turn; each starts from a healthy
 // cluster with a new Pool.
 func TestPatroni(t *testing.T) {
+	skipUnderShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -21,6 +21,7 @@ import (
 // in dest, pgx issue 1628) gives its connection back, so the Pool's only
 // connection serves the next call and Close returns.
 func TestQueryRowScanPanicReleasesConnection(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	ctx := testContext(t)
 	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=1"))
@@ -83,6 +84,7 @@ func (a *acquireTracer) TraceAcquireEnd(_ context.Context, pool *pgxpool.Pool, d
 // ended still reaches the acquire tracer, start and end, with the error,
 // as in pgxpool's TestTraceAcquire.
 func TestTraceAcquireWithEndedContext(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	ctx := testContext(t)
 	cfg, err := failover.ParseConfig(c.ConnString(""))

@@ -206,6 +206,7 @@ func TestWritesFollowPrimaryThroughFailover(t *testing.T) {
 }
 
 func TestSwitchoverLeavesNoStaleConnections(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4"))
@@ -237,6 +238,7 @@ func TestSwitchoverLeavesNoStaleConnections(t *testing.T) {
 }
 
 func TestNewWhenAllHostsAreDown(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	dsn := c.ConnString("connect_timeout=2")
@@ -287,6 +289,7 @@ func TestNewWithWrongPasswordNamesNoPassword(t *testing.T) {
 }
 
 func TestOurKeysNeverReachTheServer(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	// PostgreSQL refuses a connection that sets an unknown parameter, so
@@ -320,6 +323,7 @@ func TestOurKeysNeverReachTheServer(t *testing.T) {
 }
 
 func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=2s"))
@@ -375,6 +379,7 @@ func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
 }
 
 func TestAcquireIsPinned(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
@@ -411,6 +416,7 @@ func ExampleNew() {
 }
 
 func TestZoneFromServerSetting(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2, Zones: []string{"eu-1a", "eu-1b", "eu-1c"}})
 	local := c.Nodes()[2]
@@ -439,6 +445,7 @@ func TestZoneFromServerSetting(t *testing.T) {
 }
 
 func TestTargets(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	primary, replica := c.Nodes()[0], c.Nodes()[1]

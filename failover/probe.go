@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -49,7 +50,7 @@ const fastProbeInterval = 2 * time.Millisecond
 type prober struct {
 	config        *pgx.ConnConfig
 	beforeConnect func(context.Context, *pgx.ConnConfig) error // the user's pool hook, if any
-	socks         *sockets                                     // the host's sockets
+	socks         *netconn.Sockets                             // the host's sockets
 
 	// mu guards conn. It is held through a probe's I/O: the probe loop
 	// and the closers are the only ones to wait for it, never a call.
@@ -84,7 +85,7 @@ func (pr *prober) run(ctx context.Context, now func() time.Time, connectTimeout,
 				return probeResult{err: err}
 			}
 		}
-		cfg.DialFunc = pr.socks.dialer(cfg.DialFunc, false)
+		cfg.DialFunc = pr.socks.DialFunc(cfg.DialFunc, false)
 		conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 		if err != nil {
 			return probeResult{err: err}
@@ -281,13 +282,13 @@ func (p *Pool) probed(h *hostPool, r probeResult) {
 		}
 		if hosthealth.Unanswered(r.err) {
 			// Nothing in flight there will be answered either.
-			h.socks.kill()
+			h.socks.Kill()
 		}
 		if hosthealth.Classify(r.err) != hosthealth.NotFailover {
 			p.steer.failed(h.addr, r.err)
 		}
 	} else {
-		h.socks.up()
+		h.socks.Up()
 		p.roleSeen(h, r.role)
 		p.tracker.ObserveZone(h.addr, r.zone)
 	}

@@ -32,6 +32,7 @@ func ports(nodes ...*pgtest.Node) map[int]bool {
 }
 
 func TestReaderSpreadsOverReplicas(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms"))
@@ -102,6 +103,7 @@ func TestReaderCannotWrite(t *testing.T) {
 // TestReadYourWrites: with replay paused on every replica, a read through
 // the Reader right after a write through the Pool sees the write.
 func TestReadYourWrites(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms"))
@@ -155,6 +157,7 @@ func TestReadYourWrites(t *testing.T) {
 // made outside the Pool, no read started max_lag after the write returns
 // the old value; reads return to the replicas once they catch up.
 func TestLaggingReplicaIsExcluded(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	ctx := testContext(t)
 	const maxLag, interval = time.Second, 200 * time.Millisecond
@@ -224,6 +227,7 @@ func TestLaggingReplicaIsExcluded(t *testing.T) {
 // eligible; a replica whose WAL receiver stopped while the primary writes
 // falls out.
 func TestIdlePrimaryAndStoppedReceiver(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms&max_lag=1s"))
@@ -308,6 +312,7 @@ func TestReaderSurvivesAReplicaKill(t *testing.T) {
 // TestReaderAfterPromotion: a promoted replica is read from as a replica
 // no more, and the Pool writes to it.
 func TestReaderAfterPromotion(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms&pin_after_write=0"))
@@ -347,6 +352,7 @@ func TestReaderAfterPromotion(t *testing.T) {
 // TestCausalReads: a read carrying a write's token never misses the write,
 // and it is served by the replica that has replayed it.
 func TestCausalReads(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms&pin_after_write=1h"))
@@ -411,6 +417,7 @@ func TestCausalReads(t *testing.T) {
 // TestReaderWithoutReplicas: with no replica, the Reader reads from the
 // primary.
 func TestReaderWithoutReplicas(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString(""))

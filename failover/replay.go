@@ -44,8 +44,13 @@ func modeOf(ctx context.Context) replayMode {
 }
 
 // queryPolicy is the policy of a query none of whose rows reached the
-// caller yet. It is only computed after a failure, so the classifier costs
-// nothing on the happy path.
+// caller yet. It is computed when the query ends, failed or not: after a
+// failure it says whether the query may run again, and after a success
+// its writes bit says whether the query may have written, which arms the
+// Reader's pin_after_write and advances a CausalToken (see call.done). So,
+// unless the context sets the replay mode, the classifier reads the SQL of
+// every statement, successful ones included, as execPolicy and
+// batchPolicy do.
 func queryPolicy(ctx context.Context, sql string) policy {
 	switch modeOf(ctx) {
 	case replayAlways:

@@ -77,6 +77,7 @@ func terminateWhenRunning(t *testing.T, ctx context.Context, n *pgtest.Node, mar
 }
 
 func TestReadSurvivesPromotion(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_attempts=100"))
@@ -118,6 +119,7 @@ func TestReadSurvivesPromotion(t *testing.T) {
 }
 
 func TestQueryReplaysOnlyBeforeTheFirstRow(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h"))
@@ -369,6 +371,7 @@ func TestOverrides(t *testing.T) {
 }
 
 func TestExactlyOnceUnderChaos(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4&health_probe_interval=100ms&failover_max_duration=300ms"))

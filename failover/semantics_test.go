@@ -50,6 +50,7 @@ func TestQueryRowSendsOnceLikePgxpool(t *testing.T) {
 }
 
 func TestBatchWriteCutAfterFirstResult(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
@@ -114,6 +115,7 @@ func TestExecUnderNoRetryReportsUnknownOutcome(t *testing.T) {
 }
 
 func TestCallerDeadlineInsideTransactionIsNotAHostFailure(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
@@ -137,6 +139,7 @@ func TestCallerDeadlineInsideTransactionIsNotAHostFailure(t *testing.T) {
 }
 
 func TestBatchOfReadsReplaysOnAnotherConnection(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	// Arguments make pgx prepare the statements on the first connection;
@@ -163,6 +166,7 @@ func TestBatchOfReadsReplaysOnAnotherConnection(t *testing.T) {
 }
 
 func TestCommitAfterCallerDeadline(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
@@ -190,6 +194,7 @@ func TestCommitAfterCallerDeadline(t *testing.T) {
 }
 
 func TestReadOnlyByChoiceIsAnOrdinaryError(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
@@ -233,6 +238,7 @@ func TestReadOnlyByChoiceIsAnOrdinaryError(t *testing.T) {
 // the caller's own error, returned at once as libpq would, not a failover
 // to walk (or spin) on.
 func TestWriteRefusedUnderATargetThatTakesReplicas(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	replica, primary := c.Replicas()[0], c.Primary()
@@ -257,6 +263,7 @@ func TestWriteRefusedUnderATargetThatTakesReplicas(t *testing.T) {
 // had already ended is never sent, and leaves the transaction as it was;
 // the transaction still commits.
 func TestTxSurvivesAStatementWhoseContextHadEnded(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	pool := newPool(t, ctx, c.ConnString(""))

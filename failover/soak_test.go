@@ -219,6 +219,7 @@ func (s *soakTally) String() string {
 // PGFAILOVER_SOAK sets the duration (15 s when unset) and
 // PGFAILOVER_SOAK_SEED the seed of the fault sequence.
 func TestChaosSoak(t *testing.T) {
+	skipUnderShort(t)
 	dur, seed, primaryStop := soakSettings(t)
 	t.Logf("soak for %v, seed %d (PGFAILOVER_SOAK_SEED=%d repeats the fault sequence), primary stopped %v", dur, seed, seed, primaryStop)
 	rng := rand.New(rand.NewPCG(seed, seed))

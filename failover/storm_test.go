@@ -22,6 +22,7 @@ import (
 // or in the wrong role. No write fails but those in flight at the fault,
 // and the heap stays bounded.
 func TestNoConnectionStorm(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	old, next := c.Primary(), c.Replicas()[0]

@@ -91,6 +91,7 @@ func newObservedPool(t *testing.T, ctx context.Context, dsn string) (*sdkmetric.
 }
 
 func TestFailoverCounters(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	// Probes are effectively off, so only the calls below can notice the
@@ -193,6 +194,7 @@ func histogramCount(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader
 }
 
 func TestHostGaugeAndWaitTelemetry(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	old, replica := c.Primary(), c.Replicas()[0]

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
-	"github.com/pgfailover/pgfailover/topology"
 )
 
 // TestTLSConfigSetInCode: a ConnConfig.TLSConfig replaced or edited after
@@ -19,6 +19,7 @@ import (
 // hosts a topology source adds included. A strict config is never weakened
 // to the string's unverified one.
 func TestTLSConfigSetInCode(t *testing.T) {
+	skipUnderShort(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1, TLS: true})
 	primary, replica := c.Primary(), c.Replicas()[0]
 	ca := c.RootCAs()

@@ -58,6 +58,7 @@ type timedCall struct {
 // call fails, no call meets a failover event, the primary stays healthy
 // throughout, and calls only get slower.
 func TestLatencyIsNotAFailure(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=6&health_probe_interval=100ms")
@@ -229,6 +230,7 @@ func (p *resetProxy) reset() {
 // reset before the first row reaches the caller is replayed, and the
 // caller sees only the answer.
 func TestConnectionReset(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	proxy := startResetProxy(t, c.Primary().Addr())

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/sockpeek"
+	"github.com/pgfailover/pgfailover/internal/netconn"
 )
 
 // tx is a transaction pinned to one host. It is never moved: when its
@@ -116,11 +116,11 @@ func (t *tx) deadBeforeCommit() error {
 // non-blocking peek; only when something is waiting does it read it.
 func (t *tx) diedIdle() error {
 	pc := t.Tx.Conn().PgConn()
-	pk, _ := pc.CustomData()[peekKey].(*sockpeek.Peeker)
+	pk, _ := pc.CustomData()[peekKey].(*netconn.Peeker)
 	switch pk.Peek() {
-	case sockpeek.Closed:
+	case netconn.PeekClosed:
 		return errConnClosedIdle
-	case sockpeek.Pending:
+	case netconn.PeekPending:
 		// Something is waiting: read that one message. A FATAL (the server
 		// ended the session) comes back as an error and closes the
 		// connection; a notice or a parameter status leaves it open. The

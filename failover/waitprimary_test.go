@@ -102,6 +102,7 @@ func checkOnlyInFlightWritesFailed(t *testing.T, w *writer, inFlight int) {
 // was not on the wire at the fault waits for the new primary and
 // completes.
 func TestSlowPromotion(t *testing.T) {
+	skipUnderShort(t)
 	for _, gap := range []time.Duration{3 * time.Second, 10 * time.Second} {
 		t.Run(fmt.Sprint(gap), func(t *testing.T) {
 			ctx := testContext(t)

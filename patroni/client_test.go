@@ -265,6 +265,11 @@ func TestClusterSharedByConcurrentCallers(t *testing.T) {
 		defer c.mu.Unlock()
 		return c.current != nil && c.current.waiters == callers
 	})
+	// Both requests of the round must have arrived before either is
+	// answered: the first answer cancels a request still being sent.
+	waitFor(t, "both endpoints to be asked", func() bool {
+		return a.requests.Load() == 1 && b.requests.Load() == 1
+	})
 	close(release)
 	wg.Wait()
 	close(results)

@@ -25,7 +25,7 @@
 // # Following the cluster
 //
 // A [Source] implements topology.Source. It reads the cluster at once,
-// then every RefreshInterval on its clock, and at once after [Source.Refresh],
+// then every RefreshInterval, and at once after [Source.Refresh],
 // and reports the complete member list whenever it changed: best-ranked
 // first, one per address, with the zone taken from a tag ("zone" by
 // default) and Patroni's finer role kept in the TagRole tag. An

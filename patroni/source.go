@@ -12,8 +12,8 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/internal/clock"
-	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Defaults of SourceConfig.
@@ -42,9 +42,6 @@ type SourceConfig struct {
 	// one of each kind a minute, and a line when the API answers again;
 	// nil means silence.
 	Logger *slog.Logger
-	// Clock schedules the refreshes and the rate limit of warnings; nil
-	// means the wall clock.
-	Clock clock.Clock
 	// MeterProvider receives pgfailover.patroni.hosts.discovered and
 	// .removed; nil means none.
 	MeterProvider metric.MeterProvider
@@ -63,8 +60,14 @@ type Source struct {
 	watching atomic.Bool
 }
 
-// NewSource checks cfg and returns a Source. It does no I/O.
+// NewSource checks cfg and returns a Source. It does no I/O. The Source
+// schedules its reads and rate-limits its warnings on the wall clock.
 func NewSource(cfg SourceConfig) (*Source, error) {
+	return newSource(cfg, clock.Real())
+}
+
+// newSource is NewSource on the clock clk, which tests replace.
+func newSource(cfg SourceConfig, clk clock.Clock) (*Source, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("patroni: SourceConfig.Client is nil")
 	}
@@ -77,11 +80,8 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		zoneTag:  cmpOr(cfg.ZoneTag, DefaultZoneTag),
 		allow:    cfg.AllowList,
 		log:      cfg.Logger,
-		clock:    cfg.Clock,
+		clock:    clk,
 		refresh:  make(chan struct{}, 1),
-	}
-	if s.clock == nil {
-		s.clock = clock.Real()
 	}
 	tel, err := newSourceTelemetry(cfg.MeterProvider)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/internal/clock"
-	"github.com/pgfailover/pgfailover/topology"
 )
 
 // switchable serves whatever body it was last given, or a status error
@@ -111,9 +111,8 @@ func newHarness(t *testing.T, body string, cfg SourceConfig) *harness {
 	h := &harness{t: t, body: &switchable{body: body}, clock: clock.NewFake(time.Unix(1e9, 0)), logs: &logBuffer{}}
 	h.api = newFakeAPI(t, h.body.serve)
 	cfg.Client, h.transport = newTestClient(t, ClientConfig{URLs: []string{withUser(h.api.URL)}})
-	cfg.Clock = h.clock
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
-	src, err := NewSource(cfg)
+	src, err := newSource(cfg, h.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestBasic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short; run: go test -race -run '^TestBasic$' ./examples/basic/")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})

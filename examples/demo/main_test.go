@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 // on the promoted replica, or when an acknowledged write is lost or
 // duplicated.
 func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short; run: go test -race -run '^TestDemo$' ./examples/demo/")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := run(ctx); err != nil {

@@ -14,6 +14,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestReader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short; run: go test -race -run '^TestReader$' ./examples/reader/")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})

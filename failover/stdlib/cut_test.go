@@ -88,6 +88,7 @@ func count(t *testing.T, ctx context.Context, n *pgtest.Node, id int) int {
 // have run the INSERT again: had it done so, the INSERT would have
 // succeeded on the new primary, which holds no such row.
 func TestCutWriteDuringKillAndPromote(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	db := openCutDB(t, ctx, c)
@@ -139,6 +140,7 @@ func TestCutWriteDuringKillAndPromote(t *testing.T) {
 // saw one execution: had database/sql run it again, the second run would
 // still be waiting for the standby and the call would not have returned.
 func TestCutCommitRanOnce(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1, SyncReplication: true})
 	db := openCutDB(t, ctx, c)
@@ -249,6 +251,7 @@ func TestCutStatementInTransaction(t *testing.T) {
 // context ends may yet commit on the server, so its error wraps both
 // ErrCommitOutcomeUnknown and the context's error; the next write works.
 func TestCallerDeadlineDuringWrite(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	db := openCutDB(t, ctx, c)

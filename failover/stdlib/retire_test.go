@@ -15,6 +15,7 @@ import (
 // ResetSession must retire it before use, so that every write after the
 // switchover succeeds, on the new primary, and none fails.
 func TestSQLOpenRetiresIdleConnectionsAfterSwitchover(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	db, err := sql.Open(stdlib.DriverName, c.ConnString("pool_max_conns=4"))

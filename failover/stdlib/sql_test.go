@@ -157,6 +157,7 @@ func TestOpenDBThroughKillAndPromote(t *testing.T) {
 }
 
 func TestOpenDBAfterSwitchoverNoReadOnlyErrors(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
@@ -184,6 +185,7 @@ func TestOpenDBAfterSwitchoverNoReadOnlyErrors(t *testing.T) {
 }
 
 func TestSQLOpenKeepsOurKeysFromTheServer(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	primary, replica := c.Primary(), c.Replicas()[0]
@@ -238,6 +240,7 @@ func TestSQLOpenKeepsOurKeysFromTheServer(t *testing.T) {
 }
 
 func TestSQLOpenHidesThePassword(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	const secret = "Sup3r-secret-pw"

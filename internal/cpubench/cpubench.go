@@ -1,12 +1,3 @@
-// Package cpubench compares the client CPU time of two ways of doing one
-// operation, side by side in one benchmark run, for benchstat.
-//
-// Wall time on a small shared machine is mostly waiting for the server and
-// cannot resolve a few percent; CPU time can, but it drifts with the load
-// other processes put on the machine. So Compare runs each side in rounds
-// and, between rounds, a round of the other side, and reports the ratio of
-// their CPU times over those same interleaved rounds, which the drift
-// mostly cancels out of.
 package cpubench
 
 import (
@@ -26,60 +17,56 @@ type Side struct {
 // Round is how many operations one side runs before the other takes over.
 const Round = 50
 
-// runs counts the runs of each benchmark, to swap the order of its
-// sub-benchmarks from one run to the next. Benchmarks run one at a time.
-var runs = map[string]int{}
-
-// Compare runs a sub-benchmark for each side. Each reports its own side's
-// cpu-ns/op (user+sys of this process: the server runs in others),
-// user-ns/op and sys-ns/op beside the usual metrics (ns/op, B/op and
-// allocs/op are its own side's alone), and cpu-ratio: the CPU time of
-// sides[1] over that of sides[0] in its interleaved rounds. The order of
-// the sub-benchmarks alternates between runs, so neither gains from going
-// first.
+// Compare runs a sub-benchmark for each side, sides[0]'s first. Each
+// reports its own side's cpu-ns/op (user+sys of this process: the server
+// runs in others), user-ns/op and sys-ns/op beside the usual metrics
+// (ns/op, B/op and allocs/op are its own side's alone), and cpu-ratio:
+// the CPU time of sides[1] over that of sides[0] in its interleaved
+// rounds.
+//
+// cpu-ratio does not depend on which side goes first: each sub-benchmark
+// runs a round of the other side after each of its own, so the two CPU
+// times it compares come from the same stretch of time. (Under -count,
+// testing repeats each sub-benchmark in place, all the counts of sides[0]
+// before those of sides[1], so no order could alternate between counts.)
 func Compare(b *testing.B, sides [2]Side) {
-	first, second := compare(b, sides, 0, 1), compare(b, sides, 1, 0)
-	if runs[b.Name()]%2 == 1 {
-		first, second = second, first
-	}
-	runs[b.Name()]++
-	first()
-	second()
+	b.Run(sides[0].Name, measure(sides, 0))
+	b.Run(sides[1].Name, measure(sides, 1))
 }
 
-func compare(b *testing.B, sides [2]Side, me, other int) func() {
-	return func() {
-		b.Run(sides[me].Name, func(b *testing.B) {
-			// Connect and warm both sides outside the measurement.
-			run(b, sides[me].Op, Round)
-			run(b, sides[other].Op, Round)
-			b.ReportAllocs()
-			var user, sys time.Duration
-			var cpu [2]time.Duration
-			b.ResetTimer()
-			for done := 0; done < b.N; {
-				n := min(Round, b.N-done)
-				u0, s0 := cpuTime(b)
-				for range n {
-					if err := sides[me].Op(); err != nil {
-						b.Fatal(err)
-					}
+// measure returns the sub-benchmark of sides[me].
+func measure(sides [2]Side, me int) func(*testing.B) {
+	other := 1 - me
+	return func(b *testing.B) {
+		// Connect and warm both sides outside the measurement.
+		run(b, sides[me].Op, Round)
+		run(b, sides[other].Op, Round)
+		b.ReportAllocs()
+		var user, sys time.Duration
+		var cpu [2]time.Duration
+		b.ResetTimer()
+		for done := 0; done < b.N; {
+			n := min(Round, b.N-done)
+			u0, s0 := cpuTime(b)
+			for range n {
+				if err := sides[me].Op(); err != nil {
+					b.Fatal(err)
 				}
-				u1, s1 := cpuTime(b)
-				user += u1 - u0
-				sys += s1 - s0
-				cpu[me] += u1 - u0 + s1 - s0
-				done += n
-				b.StopTimer()
-				cpu[other] += run(b, sides[other].Op, n)
-				b.StartTimer()
 			}
+			u1, s1 := cpuTime(b)
+			user += u1 - u0
+			sys += s1 - s0
+			cpu[me] += u1 - u0 + s1 - s0
+			done += n
 			b.StopTimer()
-			b.ReportMetric(float64(user+sys)/float64(b.N), "cpu-ns/op")
-			b.ReportMetric(float64(user)/float64(b.N), "user-ns/op")
-			b.ReportMetric(float64(sys)/float64(b.N), "sys-ns/op")
-			b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")
-		})
+			cpu[other] += run(b, sides[other].Op, n)
+			b.StartTimer()
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(user+sys)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(user)/float64(b.N), "user-ns/op")
+		b.ReportMetric(float64(sys)/float64(b.N), "sys-ns/op")
+		b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")
 	}
 }
 

@@ -70,6 +70,7 @@ func mustBeReplica(t *testing.T, ctx context.Context, m *PatroniMember) {
 // is not parallel: Patroni's one-second HA loop is timed against the other
 // tests' servers on a small machine otherwise.
 func TestPatroni(t *testing.T) {
+	skipUnderShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -171,6 +171,7 @@ func TestQuoting(t *testing.T) {
 }
 
 func TestFailover(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 2})
@@ -240,6 +241,7 @@ func waitCount(t *testing.T, ctx context.Context, n *Node, table string, want in
 // the other replica and the old primary hold WAL the new primary never had,
 // so they are rewound to follow it.
 func TestFailoverDiverged(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 2})
@@ -294,6 +296,7 @@ func TestFailoverDiverged(t *testing.T) {
 }
 
 func TestSwitchoverRoundTrip(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 2, Zones: []string{"z0", "z1", "z2"}})
@@ -349,6 +352,7 @@ func TestSwitchoverRoundTrip(t *testing.T) {
 }
 
 func TestCrashAndRestart(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 1})
@@ -412,6 +416,7 @@ func TestCrashAndRestart(t *testing.T) {
 }
 
 func TestPauseReplay(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 1})
@@ -460,6 +465,7 @@ func TestPauseReplay(t *testing.T) {
 }
 
 func TestSyncReplicationAndSettings(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{
@@ -501,6 +507,7 @@ func TestSyncReplicationAndSettings(t *testing.T) {
 }
 
 func TestCloseLeavesNothing(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c, err := New(ctx, Options{Replicas: 1})
@@ -563,6 +570,7 @@ func TestOptionErrors(t *testing.T) {
 // TestFailoverWithPausedReplica fails over while the other replica has its
 // replay paused: it follows the new primary once replay resumes.
 func TestFailoverWithPausedReplica(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	c := Start(t, Options{Replicas: 2})
@@ -632,6 +640,7 @@ func ourLeftovers(t *testing.T) (dirs []string, pids []int) {
 // TestNewCancelled runs alone (not parallel): a New whose context ends
 // midway must not leave servers or directories behind.
 func TestNewCancelled(t *testing.T) {
+	skipUnderShort(t)
 	warm, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	bins, err := cachedBinaries(warm, "")

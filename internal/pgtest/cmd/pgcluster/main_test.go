@@ -19,6 +19,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // TestDrill: a POST to the drill endpoint promotes the replica and answers
 // with its address once it is the primary.
 func TestDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short; run: go test -race -run '^TestDrill$' ./internal/pgtest/cmd/pgcluster/")
+	}
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	srv := httptest.NewServer(drill(c))
 	defer srv.Close()
@@ -50,6 +53,9 @@ func TestDrill(t *testing.T) {
 // TestRunPassesTheClusterAndTheExitStatus runs a program that checks its
 // environment and exits 7: run returns 7.
 func TestRunPassesTheClusterAndTheExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short; run: go test -race -run '^TestRunPassesTheClusterAndTheExitStatus$' ./internal/pgtest/cmd/pgcluster/")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code, err := run(ctx, pgtest.Options{}, []string{"sh", "-c",

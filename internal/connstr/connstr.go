@@ -1,4 +1,4 @@
-package failover
+package connstr
 
 import (
 	"errors"
@@ -10,45 +10,21 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Environment variables that libpq and pgconn read; ParseConfig looks at
-// them only to tell what pgconn will do.
+// EnvTargetSessionAttrs is the environment variable that gives libpq and
+// pgconn a default target_session_attrs.
+const EnvTargetSessionAttrs = "PGTARGETSESSIONATTRS"
+
+// Other environment variables that libpq and pgconn read; the scanner looks
+// at them only to tell what pgconn will do.
 const (
-	envTargetSessionAttrs = "PGTARGETSESSIONATTRS"
-	envConnectTimeout     = "PGCONNECT_TIMEOUT"
-	envService            = "PGSERVICE"
-	envServiceFile        = "PGSERVICEFILE"
+	envConnectTimeout = "PGCONNECT_TIMEOUT"
+	envService        = "PGSERVICE"
+	envServiceFile    = "PGSERVICEFILE"
 )
 
-// The connection-string scanner.
-//
-// Everything ParseConfig can take from pgconn's parse result, it takes from
-// there: hosts, ports and TLS variants (ConnConfig and its Fallbacks), the
-// values of this package's keys (pgconn files unknown keys under
-// RuntimeParams, from the string and from a service file alike), the
-// connect_timeout value and the effective password. The scanner exists for
-// four things that result cannot tell:
-//
-//  1. target_session_attrs: its value and where it came from (the string,
-//     a service file, or PGTARGETSESSIONATTRS). pgconn keeps neither; it
-//     turns the value into a ValidateConnect func, and refuses the
-//     spellings it does not know (replica, prefer-replica), so the value
-//     must be known before pgconn sees the string.
-//  2. Whether connect_timeout was set at all. ConnConfig.ConnectTimeout is
-//     0 both when nothing sets it and for connect_timeout=0 (no limit);
-//     only a value of 0 needs the scan, a non-zero one answers by itself.
-//  3. The secrets to scrub from error messages, as written: the URL
-//     userinfo password raw and percent-decoded, and every password= and
-//     sslpassword= value. They are needed when pgx rejects the string, so
-//     that there is no parse result at all; pgconn keeps no sslpassword.
-//  4. The byte offsets of the target_session_attrs pairs, so that the
-//     string handed to pgx is the caller's, byte for byte, without them
-//     (plus target_session_attrs=any when a service file or the
-//     environment would otherwise give pgconn a target of its own).
-//
-// The scanner follows pgconn's grammar for both forms closely enough to
-// find where each key/value pair sits; when it cannot make sense of a
-// string, pgconn cannot either, and pgconn's error is reported. The fuzz
-// test holds it to both claims.
+// keyTargetSessionAttrs is libpq's key. pgconn parses it itself, so it
+// never shows up in RuntimeParams.
+const keyTargetSessionAttrs = "target_session_attrs"
 
 // pair is one key/value pair of a connection string.
 type pair struct {
@@ -56,8 +32,9 @@ type pair struct {
 	start, end int // byte offsets of the whole pair in the string
 }
 
-// scanResult is what scanConnString found.
-type scanResult struct {
+// Result is what [Scan] found in one connection string.
+type Result struct {
+	s          string // the string as given
 	isURL      bool
 	pairs      []pair // keyword/value pairs, or the URL's query parameters
 	queryStart int    // URL only: offset just after '?', or -1 when there is no query
@@ -65,40 +42,53 @@ type scanResult struct {
 	urlHost    bool   // URL only: the URL names at least one host
 }
 
+// Scan finds the key/value pairs of a connection string. On error it still
+// returns what it found before the error, for [Result.Secrets]; the error
+// means pgconn refuses the string too.
+func Scan(s string) (Result, error) {
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		res, err := scanURL(s)
+		res.s = s
+		return res, err
+	}
+	pairs, err := scanKeywordValue(s)
+	return Result{s: s, pairs: pairs, queryStart: -1}, err
+}
+
 // get returns the value of the last pair named key, as pgconn keeps the
 // last of repeated keys.
-func (s scanResult) get(key string) (string, bool) {
-	for i := len(s.pairs) - 1; i >= 0; i-- {
-		if s.pairs[i].key == key {
-			return s.pairs[i].value, true
+func (r Result) get(key string) (string, bool) {
+	for i := len(r.pairs) - 1; i >= 0; i-- {
+		if r.pairs[i].key == key {
+			return r.pairs[i].value, true
 		}
 	}
 	return "", false
 }
 
-// namesHost reports whether the string (or its service file entry, or
-// PGHOST) names a host, rather than leaving pgconn to pick its default.
-func (s scanResult) namesHost(svc map[string]string) bool {
-	return s.urlHost || s.has("host") || s.has("hostaddr") || svc["host"] != "" || svc["hostaddr"] != "" ||
+// NamesHost reports whether the string (or its service file section svc,
+// or PGHOST) names a host, rather than leaving pgconn to pick its default.
+func (r Result) NamesHost(svc map[string]string) bool {
+	return r.urlHost || r.has("host") || r.has("hostaddr") || svc["host"] != "" || svc["hostaddr"] != "" ||
 		os.Getenv("PGHOST") != "" || os.Getenv("PGHOSTADDR") != ""
 }
 
-func (s scanResult) has(key string) bool {
-	_, ok := s.get(key)
+func (r Result) has(key string) bool {
+	_, ok := r.get(key)
 	return ok
 }
 
-// secrets lists the password-like values found by the scan, as written and
-// as decoded.
-func (s scanResult) secrets() []string {
+// Secrets lists the password-like values found by the scan, as written and
+// as decoded. A scan that failed still lists those found before the error.
+func (r Result) Secrets() []string {
 	var out []string
-	if s.userinfoPW != "" {
-		out = append(out, s.userinfoPW)
-		if d, err := uriDecode(s.userinfoPW); err == nil && d != s.userinfoPW {
+	if r.userinfoPW != "" {
+		out = append(out, r.userinfoPW)
+		if d, err := uriDecode(r.userinfoPW); err == nil && d != r.userinfoPW {
 			out = append(out, d)
 		}
 	}
-	for _, p := range s.pairs {
+	for _, p := range r.pairs {
 		if p.key == "password" || p.key == "sslpassword" {
 			out = append(out, p.value)
 		}
@@ -106,20 +96,20 @@ func (s scanResult) secrets() []string {
 	return out
 }
 
-// serviceSettings returns the service file section that pgconn would read,
+// ServiceSettings returns the service file section that pgconn would read,
 // or nil when there is none. pgconn takes the service name from the string
 // or PGSERVICE and the file from the string, PGSERVICEFILE or
 // ~/.pg_service.conf. A file that cannot be read counts as none here; pgx
 // reports it.
-func (s scanResult) serviceSettings() map[string]string {
-	name, ok := s.get("service")
+func (r Result) ServiceSettings() map[string]string {
+	name, ok := r.get("service")
 	if !ok {
 		name = os.Getenv(envService)
 	}
 	if name == "" {
 		return nil
 	}
-	path, ok := s.get("servicefile")
+	path, ok := r.get("servicefile")
 	if !ok {
 		path = os.Getenv(envServiceFile)
 	}
@@ -141,26 +131,16 @@ func (s scanResult) serviceSettings() map[string]string {
 	return svc.Settings
 }
 
-// connectTimeoutSet reports whether pgconn found connect_timeout in the
+// ConnectTimeoutSet reports whether pgconn found connect_timeout in the
 // string, the service file section svc or PGCONNECT_TIMEOUT. cc is pgconn's
 // parse result: a non-zero ConnectTimeout was set by one of them, and only a
 // zero one needs a look at where it could have come from.
-func (s scanResult) connectTimeoutSet(cc *pgconn.Config, svc map[string]string) bool {
-	if cc.ConnectTimeout != 0 || s.has("connect_timeout") || os.Getenv(envConnectTimeout) != "" {
+func (r Result) ConnectTimeoutSet(cc *pgconn.Config, svc map[string]string) bool {
+	if cc.ConnectTimeout != 0 || r.has("connect_timeout") || os.Getenv(envConnectTimeout) != "" {
 		return true
 	}
 	_, ok := svc["connect_timeout"]
 	return ok
-}
-
-// scanConnString finds the key/value pairs of a connection string. On error
-// it still returns what it found before the error, for the secrets list.
-func scanConnString(s string) (scanResult, error) {
-	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
-		return scanURL(s)
-	}
-	pairs, err := scanKeywordValue(s)
-	return scanResult{pairs: pairs, queryStart: -1}, err
 }
 
 var (
@@ -270,8 +250,8 @@ func canonicalKey(k string) string {
 // what net/url accepts): an optional userinfo ending at an '@' met before
 // any '/', then host[:port] items separated by commas, with IPv6 addresses
 // in brackets, then an optional /dbname, then an optional ?query.
-func scanURL(s string) (scanResult, error) {
-	res := scanResult{isURL: true, queryStart: -1}
+func scanURL(s string) (Result, error) {
+	res := Result{isURL: true, queryStart: -1}
 	if strings.IndexByte(s, 0) >= 0 {
 		return res, errScanNUL
 	}
@@ -383,17 +363,19 @@ func unhex(c byte) (byte, bool) {
 	return 0, false
 }
 
-// rewriteConnString returns s without its target_session_attrs pairs. With
-// neutral set it also adds target_session_attrs=any, which outranks a
-// service file and PGTARGETSESSIONATTRS inside pgconn, so pgconn neither
-// rejects a spelling it does not know nor installs a check of its own.
-// Everything else is left byte for byte as written.
-func rewriteConnString(s string, scan scanResult, neutral bool) string {
-	if !scan.has(keyTargetSessionAttrs) && !neutral {
+// WithoutTargetSessionAttrs returns the scanned string without its
+// target_session_attrs pairs. With neutral set it also adds
+// target_session_attrs=any, which outranks a service file and
+// PGTARGETSESSIONATTRS inside pgconn, so pgconn neither rejects a spelling
+// it does not know nor installs a check of its own. Everything else is left
+// byte for byte as written.
+func (r Result) WithoutTargetSessionAttrs(neutral bool) string {
+	s := r.s
+	if !r.has(keyTargetSessionAttrs) && !neutral {
 		return s
 	}
 	const neutralPair = keyTargetSessionAttrs + "=any"
-	if !scan.isURL {
+	if !r.isURL {
 		var b strings.Builder
 		if neutral {
 			// At the front: appended after a value that ends in a backslash
@@ -401,7 +383,7 @@ func rewriteConnString(s string, scan scanResult, neutral bool) string {
 			b.WriteString(neutralPair + " ")
 		}
 		last := 0
-		for _, p := range scan.pairs {
+		for _, p := range r.pairs {
 			if p.key == keyTargetSessionAttrs {
 				b.WriteString(s[last:p.start])
 				last = p.end
@@ -411,48 +393,48 @@ func rewriteConnString(s string, scan scanResult, neutral bool) string {
 		return b.String()
 	}
 
-	if scan.queryStart < 0 {
+	if r.queryStart < 0 {
 		return s + "?" + neutralPair
 	}
 	var kept []string
 	if neutral {
 		kept = append(kept, neutralPair)
 	}
-	for _, p := range scan.pairs {
+	for _, p := range r.pairs {
 		if p.key != keyTargetSessionAttrs {
 			kept = append(kept, s[p.start:p.end])
 		}
 	}
-	return s[:scan.queryStart] + strings.Join(kept, "&")
+	return s[:r.queryStart] + strings.Join(kept, "&")
 }
 
-// targetSessionAttrs is the effective target_session_attrs and where it
+// TargetSessionAttrs is the effective target_session_attrs and where it
 // came from.
-type targetSessionAttrs struct {
-	value       string
-	set         bool // given in the connection string or a service file
-	fromService bool // a service file has the key (whether or not it won)
-	fromEnv     bool // PGTARGETSESSIONATTRS is set (whether or not it won)
-	envOnly     bool // the value is the environment variable's
+type TargetSessionAttrs struct {
+	Value       string
+	Set         bool // given in the connection string or a service file
+	FromService bool // a service file has the key (whether or not it won)
+	FromEnv     bool // PGTARGETSESSIONATTRS is set (whether or not it won)
+	EnvOnly     bool // the value is the environment variable's
 }
 
-// findTargetSessionAttrs works out target_session_attrs the way pgconn does:
+// TargetSessionAttrs works out target_session_attrs the way pgconn does:
 // the connection string first, then the service file section svc, then the
 // environment.
-func (s scanResult) findTargetSessionAttrs(svc map[string]string) targetSessionAttrs {
-	var t targetSessionAttrs
+func (r Result) TargetSessionAttrs(svc map[string]string) TargetSessionAttrs {
+	var t TargetSessionAttrs
 	svcValue, svcHas := svc[keyTargetSessionAttrs]
-	envValue := os.Getenv(envTargetSessionAttrs)
-	t.fromService = svcHas
-	t.fromEnv = envValue != ""
+	envValue := os.Getenv(EnvTargetSessionAttrs)
+	t.FromService = svcHas
+	t.FromEnv = envValue != ""
 	switch {
-	case s.has(keyTargetSessionAttrs):
-		t.value, _ = s.get(keyTargetSessionAttrs)
-		t.set = true
+	case r.has(keyTargetSessionAttrs):
+		t.Value, _ = r.get(keyTargetSessionAttrs)
+		t.Set = true
 	case svcHas:
-		t.value, t.set = svcValue, true
-	case t.fromEnv:
-		t.value, t.envOnly = envValue, true
+		t.Value, t.Set = svcValue, true
+	case t.FromEnv:
+		t.Value, t.EnvOnly = envValue, true
 	}
 	return t
 }

@@ -1,4 +1,4 @@
-package failover
+package netconn
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// sockets is the set of open sockets to one host: every connection its
+// Sockets is the set of open sockets to one host: every connection its
 // pool and its probe dialled, and every cancel request pgconn sent there.
 // It exists so that the Pool can cut them when waiting on them is
 // pointless. pgconn, when a statement's context ends or its connection
@@ -20,14 +20,16 @@ import (
 // each; pgxpool's Close waits for those goroutines. On a host that stopped
 // answering that is 15 s spent on nothing, so:
 //
-//   - when the Pool learns that the host does not answer (kill), every
+//   - when the Pool learns that the host does not answer (Kill), every
 //     socket to it is closed at once, in flight or not, and until the host
 //     answers again cancel requests to it are not sent;
-//   - when the Pool closes (abandon), sockets pgconn has given up on are
+//   - when the Pool closes (Abandon), sockets pgconn has given up on are
 //     closed, and cancel requests are no longer sent.
 //
-// A socket in a caller's hands on a host that answers is never cut.
-type sockets struct {
+// A socket in a caller's hands on a host that answers is never cut. The
+// zero value is an empty set, ready to use; a Sockets must not be copied
+// after first use.
+type Sockets struct {
 	// mu guards the fields below. No I/O while held: closing a socket
 	// happens after it is released.
 	mu        sync.Mutex
@@ -39,7 +41,7 @@ type sockets struct {
 // socket is one connection to the host, as dialled.
 type socket struct {
 	net.Conn
-	set *sockets
+	set *Sockets
 	// detached: pgconn has given the connection up (a cancel request was
 	// dialled for it), or it is such a cancel request. Nobody waits for
 	// its answer any more.
@@ -56,7 +58,7 @@ func (s *socket) Close() error {
 }
 
 // SyscallConn exposes the socket underneath, for the peek before a
-// connection is handed out (internal/sockpeek).
+// connection is handed out (NewPeeker).
 func (s *socket) SyscallConn() (syscall.RawConn, error) {
 	if sc, ok := s.Conn.(syscall.Conn); ok {
 		return sc.SyscallConn()
@@ -68,13 +70,13 @@ func (s *socket) SyscallConn() (syscall.RawConn, error) {
 // not sent: the host does not answer, or the Pool is closing.
 var errNoCancel = errors.New("pgfailover: cancel request not sent: the host does not answer or the pool is closing")
 
-// dialer returns the DialFunc of one connection, built on base. Each
+// DialFunc returns the DialFunc of one connection, built on base. Each
 // connection (one pgconn connect, whatever fallbacks it tries) gets its
 // own, because pgconn dials its cancel requests with the DialFunc of the
 // connection it cancels: a dial while the connection it made before is
 // still open is a cancel request. With cancels false no cancel request is
 // ever sent (the probe's question is not worth one).
-func (ss *sockets) dialer(base pgconn.DialFunc, cancels bool) pgconn.DialFunc {
+func (ss *Sockets) DialFunc(base pgconn.DialFunc, cancels bool) pgconn.DialFunc {
 	var last atomic.Pointer[socket]
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		prev := last.Load()
@@ -102,7 +104,7 @@ func (ss *sockets) dialer(base pgconn.DialFunc, cancels bool) pgconn.DialFunc {
 	}
 }
 
-func (ss *sockets) add(s *socket) {
+func (ss *Sockets) add(s *socket) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.set == nil {
@@ -111,22 +113,22 @@ func (ss *sockets) add(s *socket) {
 	ss.set[s] = struct{}{}
 }
 
-func (ss *sockets) remove(s *socket) {
+func (ss *Sockets) remove(s *socket) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	delete(ss.set, s)
 }
 
-func (ss *sockets) refusesCancel() bool {
+func (ss *Sockets) refusesCancel() bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.down || ss.abandoned
 }
 
-// kill closes every socket to the host and sends it no cancel request
-// until up is called: the host does not answer. Statements in flight
+// Kill closes every socket to the host and sends it no cancel request
+// until Up is called: the host does not answer. Statements in flight
 // there fail at once instead of waiting for an answer that will not come.
-func (ss *sockets) kill() {
+func (ss *Sockets) Kill() {
 	ss.mu.Lock()
 	ss.down = true
 	victims := make([]*socket, 0, len(ss.set))
@@ -139,27 +141,27 @@ func (ss *sockets) kill() {
 	}
 }
 
-// killIfDown kills again when the host is known not to answer, for
+// KillIfDown kills again when the host is known not to answer, for
 // sockets opened since.
-func (ss *sockets) killIfDown() {
+func (ss *Sockets) KillIfDown() {
 	ss.mu.Lock()
 	down := ss.down
 	ss.mu.Unlock()
 	if down {
-		ss.kill()
+		ss.Kill()
 	}
 }
 
-// up undoes kill's refusal of cancel requests: the host answers again.
-func (ss *sockets) up() {
+// Up undoes Kill's refusal of cancel requests: the host answers again.
+func (ss *Sockets) Up() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.down = false
 }
 
-// abandon closes the sockets pgconn has given up on and stops cancel
+// Abandon closes the sockets pgconn has given up on and stops cancel
 // requests: the Pool is closing, and nothing waits for their answer.
-func (ss *sockets) abandon() {
+func (ss *Sockets) Abandon() {
 	ss.mu.Lock()
 	ss.abandoned = true
 	var victims []*socket

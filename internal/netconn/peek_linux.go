@@ -1,6 +1,6 @@
 //go:build linux
 
-package sockpeek
+package netconn
 
 import "syscall"
 
@@ -11,12 +11,12 @@ func (p *Peeker) peekFD(fd uintptr) {
 	n, _, err := syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	switch {
 	case err == syscall.EAGAIN || err == syscall.EINTR:
-		p.res = Empty
+		p.res = PeekEmpty
 	case err != nil:
-		p.res = Closed
+		p.res = PeekClosed
 	case n == 0:
-		p.res = Closed
+		p.res = PeekClosed
 	default:
-		p.res = Pending
+		p.res = PeekPending
 	}
 }

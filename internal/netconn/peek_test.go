@@ -1,14 +1,10 @@
-package sockpeek
+package netconn
 
 import (
 	"net"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // pair returns both ends of a real loopback TCP connection.
 func pair(t *testing.T) (client, server net.Conn) {
@@ -36,7 +32,7 @@ func pair(t *testing.T) (client, server net.Conn) {
 }
 
 // waitFor polls the peeker until it reports want, within a generous deadline.
-func waitFor(t *testing.T, p *Peeker, want Result) {
+func waitFor(t *testing.T, p *Peeker, want PeekResult) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -53,40 +49,40 @@ func waitFor(t *testing.T, p *Peeker, want Result) {
 
 func TestPeek(t *testing.T) {
 	client, server := pair(t)
-	p := New(client)
+	p := NewPeeker(client)
 	if p == nil {
 		t.Fatal("New returned nil for a TCP connection")
 	}
-	if got := p.Peek(); got != Empty {
+	if got := p.Peek(); got != PeekEmpty {
 		t.Fatalf("idle connection: Peek() = %v, want empty", got)
 	}
 
 	if _, err := server.Write([]byte("E")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, p, Pending)
+	waitFor(t, p, PeekPending)
 	// Peeking consumed nothing: the byte is still there to read.
 	buf := make([]byte, 1)
 	if _, err := client.Read(buf); err != nil || buf[0] != 'E' {
 		t.Fatalf("read after peek = %q, %v", buf, err)
 	}
-	if got := p.Peek(); got != Empty {
+	if got := p.Peek(); got != PeekEmpty {
 		t.Fatalf("after reading: Peek() = %v, want empty", got)
 	}
 
 	server.Close()
-	waitFor(t, p, Closed)
+	waitFor(t, p, PeekClosed)
 }
 
 func TestPeekUnsupported(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	p := New(a)
+	p := NewPeeker(a)
 	if p != nil {
-		t.Fatal("New(net.Pipe) should return nil")
+		t.Fatal("NewPeeker(net.Pipe) should return nil")
 	}
-	if got := p.Peek(); got != Unsupported {
+	if got := p.Peek(); got != PeekUnsupported {
 		t.Fatalf("nil Peeker: Peek() = %v", got)
 	}
 }
@@ -110,10 +106,10 @@ func BenchmarkPeek(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	p := New(c)
+	p := NewPeeker(c)
 	b.ReportAllocs()
 	for b.Loop() {
-		if p.Peek() != Empty {
+		if p.Peek() != PeekEmpty {
 			b.Fatal("unexpected data")
 		}
 	}
@@ -124,7 +120,7 @@ func BenchmarkPeek(b *testing.B) {
 // running on an idle connection).
 func TestPeekWhileAnotherGoroutineReads(t *testing.T) {
 	client, server := pair(t)
-	p := New(client)
+	p := NewPeeker(client)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -137,7 +133,7 @@ func TestPeekWhileAnotherGoroutineReads(t *testing.T) {
 		// Keep peeking for a while, so that most peeks run while the read
 		// is pending.
 		for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
-			if got := p.Peek(); got != Empty {
+			if got := p.Peek(); got != PeekEmpty {
 				t.Errorf("Peek() = %v with nothing sent", got)
 				return
 			}

@@ -1,4 +1,4 @@
-package failover
+package netconn
 
 import "golang.org/x/sys/unix"
 

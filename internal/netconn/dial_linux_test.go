@@ -1,4 +1,4 @@
-package failover
+package netconn
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The dialer ParseConfig installs sets TCP_USER_TIMEOUT and the keepalives
+// The dialer ParseConfig installs (DialFunc) sets TCP_USER_TIMEOUT and the keepalives
 // on the socket it returns.
 func TestDialFuncSetsSocketOptions(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -25,7 +25,7 @@ func TestDialFuncSetsSocketOptions(t *testing.T) {
 		{3 * time.Second, 3000},
 		{0, 0}, // the kernel's default
 	} {
-		conn, err := newDialFunc(tt.timeout)(context.Background(), "tcp", ln.Addr().String())
+		conn, err := DialFunc(tt.timeout)(context.Background(), "tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}

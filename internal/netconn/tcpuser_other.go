@@ -1,6 +1,6 @@
 //go:build !linux
 
-package failover
+package netconn
 
 // setTCPUserTimeout does nothing: tcp_user_timeout is a Linux socket
 // option, and like libpq pgfailover ignores it elsewhere. Keepalives still

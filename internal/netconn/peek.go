@@ -1,4 +1,4 @@
-package sockpeek
+package netconn
 
 import (
 	"crypto/tls"
@@ -6,28 +6,30 @@ import (
 	"syscall"
 )
 
-// Result is what a peek found.
-type Result uint8
+// PeekResult is what a peek found.
+type PeekResult uint8
 
 const (
-	// Empty means nothing is waiting: the connection looks usable.
-	Empty Result = iota
-	// Pending means bytes arrived that nobody asked for (a FATAL error, a
-	// notice, a parameter change). The connection's state is uncertain.
-	Pending
-	// Closed means the peer closed the connection or the socket failed.
-	Closed
-	// Unsupported means the connection is not a socket this package can peek.
-	Unsupported
+	// PeekEmpty means nothing is waiting: the connection looks usable.
+	PeekEmpty PeekResult = iota
+	// PeekPending means bytes arrived that nobody asked for (a FATAL
+	// error, a notice, a parameter change). The connection's state is
+	// uncertain.
+	PeekPending
+	// PeekClosed means the peer closed the connection or the socket failed.
+	PeekClosed
+	// PeekUnsupported means the connection is not a socket this package
+	// can peek.
+	PeekUnsupported
 )
 
-func (r Result) String() string {
+func (r PeekResult) String() string {
 	switch r {
-	case Empty:
+	case PeekEmpty:
 		return "empty"
-	case Pending:
+	case PeekPending:
 		return "pending"
-	case Closed:
+	case PeekClosed:
 		return "closed"
 	default:
 		return "unsupported"
@@ -40,13 +42,13 @@ func (r Result) String() string {
 type Peeker struct {
 	rc   syscall.RawConn
 	peek func(fd uintptr)
-	res  Result
+	res  PeekResult
 	buf  [1]byte
 }
 
-// New returns a Peeker for c, or nil when c (or the connection under a TLS
-// layer) does not expose its socket.
-func New(c net.Conn) *Peeker {
+// NewPeeker returns a Peeker for c, or nil when c (or the connection under
+// a TLS layer) does not expose its socket.
+func NewPeeker(c net.Conn) *Peeker {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
@@ -64,16 +66,16 @@ func New(c net.Conn) *Peeker {
 }
 
 // Peek reports what is waiting in the socket. A nil Peeker reports
-// Unsupported. It never blocks: it goes through RawConn.Control, not
+// PeekUnsupported. It never blocks: it goes through RawConn.Control, not
 // RawConn.Read, because another goroutine may hold the socket's read lock
 // (pgconn keeps a background read pending on some idle connections), and
 // RawConn.Read would wait for it.
-func (p *Peeker) Peek() Result {
+func (p *Peeker) Peek() PeekResult {
 	if p == nil {
-		return Unsupported
+		return PeekUnsupported
 	}
 	if err := p.rc.Control(p.peek); err != nil {
-		return Closed
+		return PeekClosed
 	}
 	return p.res
 }

@@ -1,4 +1,4 @@
-package failover
+package netconn
 
 import (
 	"net"
@@ -8,16 +8,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// TCP settings of the connections ParseConfig's dialer makes.
+// TCP settings of the connections DialFunc makes.
 const (
-	// defaultTCPUserTimeout is tcp_user_timeout's default: how long data
-	// sent to a server may stay unacknowledged before the kernel drops the
-	// connection (Linux only). 10 s is far beyond any retransmission on a
-	// working network, and short against failover_max_duration (30 s), so
-	// a statement sent into a network blackhole fails within about 10 s
-	// with ErrCommitOutcomeUnknown instead of waiting out the kernel's
-	// default of 15 retransmissions, about 15 minutes.
-	defaultTCPUserTimeout = 10 * time.Second
+	// DefaultTCPUserTimeout is tcp_user_timeout's default, which
+	// failover.ParseConfig applies: how long data sent to a server may stay
+	// unacknowledged before the kernel drops the connection (Linux only).
+	// 10 s is far beyond any retransmission on a working network, and
+	// short against failover_max_duration (30 s), so a statement sent into
+	// a network blackhole fails within about 10 s with
+	// ErrCommitOutcomeUnknown instead of waiting out the kernel's default
+	// of 15 retransmissions, about 15 minutes.
+	DefaultTCPUserTimeout = 10 * time.Second
 
 	// keepAliveIdle, keepAliveInterval and keepAliveCount are the TCP
 	// keepalive settings: the first probe after 5 s of silence, then one
@@ -33,12 +34,12 @@ const (
 	keepAliveCount    = 3
 )
 
-// newDialFunc returns the DialFunc ParseConfig installs in place of
+// DialFunc returns the DialFunc failover.ParseConfig installs in place of
 // pgconn's: pgconn's (a net.Dialer; connect_timeout bounds the dial through
 // the context pgconn passes) with shorter keepalives and, on Linux,
 // TCP_USER_TIMEOUT set to userTimeout on TCP sockets. userTimeout 0 leaves
 // the operating system's default.
-func newDialFunc(userTimeout time.Duration) pgconn.DialFunc {
+func DialFunc(userTimeout time.Duration) pgconn.DialFunc {
 	d := &net.Dialer{
 		KeepAliveConfig: net.KeepAliveConfig{
 			Enable:   true,
