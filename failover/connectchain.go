@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,7 +35,17 @@ import (
 //
 // pgconn runs a connect in one goroutine: the lookups of every entry
 // first, then the dials in order, each followed by its startup and the
-// role check. The chain's fields therefore need no lock.
+// role check. It also dials cancel requests through the same DialFunc,
+// from other goroutines: for a live session, and for an attempt whose
+// startup failed. The chain tells them apart by the address: its lookup
+// gives every address of an entry a mark (127.0.0.1%pgfailover-3), which
+// the dial takes off again, and a cancel request goes to the server's own
+// address, which has none, so it is dialled as it is and touches nothing
+// of the chain. The chain's other fields are used by the connect's
+// goroutine alone. A connect error shows the marked addresses.
+//
+// A host on a unix socket is tried only as the chosen host, first: its
+// path cannot be marked.
 type connectChain struct {
 	p      *Pool
 	call   *call
@@ -40,12 +53,12 @@ type connectChain struct {
 	dial   pgconn.DialFunc   // the configured dialer
 	lookup pgconn.LookupFunc // the configured resolver
 
-	entries []chainEntry
-	// addrs maps each address pgconn will dial, in order, to its entry:
-	// a host name that resolves to several addresses is dialled at each.
-	addrs    []int
-	resolved int // entries whose addresses are in addrs
-	dialled  int // DialFunc calls so far
+	entries  []chainEntry
+	resolved int // entries looked up so far (pgconn looks them up in order)
+	// firstSocket is set while the first entry is a unix socket not yet
+	// dialled: pgconn dials a socket by its path, without a lookup, so
+	// that one dial cannot carry a mark.
+	firstSocket atomic.Bool
 
 	current *hostPool // the host of the attempt under way, nil between attempts
 	round   int       // the round of the entries the attempt uses, -1 until one is dialled
@@ -104,10 +117,13 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 		ch.lookup = net.DefaultResolver.LookupHost
 	}
 	ch.addEntries(h, 0)
+	ch.firstSocket.Store(isSocket(ch.entries[0].variant))
 	hosts := p.routes.Load().table.list
 	for round := 1; round <= p.cfg.MaxAttempts; round++ {
 		for _, k := range hosts {
-			ch.addEntries(k, round)
+			if !isSocket(&pgconn.FallbackConfig{Host: k.dial.Host, Port: k.dial.Port}) {
+				ch.addEntries(k, round)
+			}
 		}
 	}
 
@@ -121,8 +137,15 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 	cc.DialFunc = ch.dialFunc
 	cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 		h := ch.current
+		if h == nil {
+			// Not a session of the chain's dials (a user's BeforeConnect
+			// gave pgconn other addresses): the host is unknown.
+			return errors.New("pgfailover: a new connection reached a server outside the Pool's hosts")
+		}
 		if err := p.checkRole(ctx, h, conn, target); err != nil {
-			ch.refused = true
+			// pgconn closes the session and the chain goes on. A wrong
+			// role was recorded by checkRole and costs no attempt.
+			_, ch.refused = errors.AsType[*hosthealth.RoleError](err)
 			return err
 		}
 		conn.CustomData()[hostKey] = h
@@ -144,45 +167,42 @@ func (ch *connectChain) addEntries(h *hostPool, round int) {
 }
 
 // lookupFunc resolves an entry's host with the configured resolver and
-// notes how many addresses pgconn will dial for it. pgconn looks up every
-// entry but unix sockets, in order.
+// marks each address with the entry's number. pgconn looks up every entry
+// but unix sockets, in order, before it dials any.
 func (ch *connectChain) lookupFunc(ctx context.Context, host string) ([]string, error) {
-	ch.skipSockets()
+	for ch.resolved < len(ch.entries) && isSocket(ch.entries[ch.resolved].variant) {
+		ch.resolved++
+	}
 	addrs, err := ch.lookup(ctx, host)
-	if ch.resolved < len(ch.entries) {
-		for range addrs {
-			ch.addrs = append(ch.addrs, ch.resolved)
-		}
-		ch.resolved++
+	if err != nil || ch.resolved >= len(ch.entries) {
+		return addrs, err
 	}
-	return addrs, err
+	i := ch.resolved
+	ch.resolved++
+	marked := make([]string, len(addrs))
+	for j, a := range addrs {
+		marked[j] = markAddr(a, i)
+	}
+	return marked, nil
 }
 
-// skipSockets notes the unix socket entries next in line, which pgconn
-// dials without a lookup.
-func (ch *connectChain) skipSockets() {
-	for ch.resolved < len(ch.entries) {
-		v := ch.entries[ch.resolved].variant
-		if network, _ := pgconn.NetworkAddress(v.Host, v.Port); network != "unix" {
-			return
-		}
-		ch.addrs = append(ch.addrs, ch.resolved)
-		ch.resolved++
-	}
-}
-
-// dialFunc dials the next address in pgconn's order if its entry belongs
-// to the host chosen for the attempt under way, choosing that host first
-// when the previous attempt has failed.
+// dialFunc dials an entry's address if the entry belongs to the host
+// chosen for the attempt under way, choosing that host first when the
+// previous attempt has failed. An address without a mark is a cancel
+// request's, dialled as it is.
 func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net.Conn, error) {
-	ch.skipSockets()
-	if ch.dialled >= len(ch.addrs) {
-		// Not an address of the chain's (a DialFunc set by a user's
-		// BeforeConnect would not reach here): dial it as it is.
-		return ch.dial(ctx, network, addr)
+	real, i, ok := unmarkAddr(addr)
+	if ok && i >= len(ch.entries) {
+		ok, real = false, addr
 	}
-	e := ch.entries[ch.addrs[ch.dialled]]
-	ch.dialled++
+	if !ok {
+		if network != "unix" || !ch.firstSocket.CompareAndSwap(true, false) {
+			return ch.dial(ctx, network, addr)
+		}
+		real, i = addr, 0
+	}
+	addr = real
+	e := ch.entries[i]
 	if ch.err != nil {
 		return nil, errChainEnded
 	}
@@ -244,4 +264,41 @@ func (ch *connectChain) failed() error {
 		return c.giveUp(ErrBudgetExhausted, nil)
 	}
 	return nil
+}
+
+// isSocket reports whether v is dialled on a unix socket.
+func isSocket(v *pgconn.FallbackConfig) bool {
+	network, _ := pgconn.NetworkAddress(v.Host, v.Port)
+	return network == "unix"
+}
+
+// markPrefix starts the mark lookupFunc gives an entry's addresses, in the
+// place of an IPv6 zone: 127.0.0.1%pgfailover-3.
+const markPrefix = "%pgfailover-"
+
+// markAddr marks a resolved address (an IP address, or host:port) with
+// entry i.
+func markAddr(a string, i int) string {
+	if host, port, err := net.SplitHostPort(a); err == nil {
+		return net.JoinHostPort(host+markPrefix+strconv.Itoa(i), port)
+	}
+	return a + markPrefix + strconv.Itoa(i)
+}
+
+// unmarkAddr takes the mark off a dial's host:port, returning the address
+// to dial and the entry, or ok false for an address without a mark.
+func unmarkAddr(addr string) (real string, i int, ok bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	at := strings.LastIndex(host, markPrefix)
+	if at < 0 {
+		return "", 0, false
+	}
+	i, err = strconv.Atoi(host[at+len(markPrefix):])
+	if err != nil || i < 0 {
+		return "", 0, false
+	}
+	return net.JoinHostPort(host[:at], port), i, true
 }

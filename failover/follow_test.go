@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
@@ -294,5 +295,41 @@ func TestPgxPoolConnectRefusedUntilTheBudgetEnds(t *testing.T) {
 	pool.Close()
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPgxPoolCancelRequestReachesItsServer: a statement of a PgxPool
+// connection whose context ends is cancelled on its own server (pgconn
+// dials the cancel request through the connection's DialFunc), and its
+// host stays usable.
+func TestPgxPoolCancelRequestReachesItsServer(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	pool := newPool(t, ctx, c.ConnString(""))
+	pp := pool.PgxPool()
+	for range 3 {
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		start := time.Now()
+		_, err := pp.Exec(short, "SELECT pg_sleep(30)")
+		cancel()
+		if err == nil {
+			t.Fatal("pg_sleep(30) under a 200ms deadline returned no error")
+		}
+		t.Logf("pg_sleep(30) under a 200ms deadline: %v after %v", err, time.Since(start).Round(time.Millisecond))
+		// Only a cancel request stops pg_sleep on the server: a closed
+		// client connection leaves it sleeping.
+		waitUntil(t, 10*time.Second, "the sleeping statement to be cancelled on the server", func() bool {
+			var n int
+			err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'").Scan(&n)
+			return err == nil && n == 0
+		})
+	}
+	var port int
+	if err := pp.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil || port != c.Primary().Port() {
+		t.Fatalf("after the cancels: port %d, %v; want the primary's %d", port, err, c.Primary().Port())
+	}
+	if st := hostStat(t, pool, c.Primary().Addr()); st.State != hosthealth.Healthy {
+		t.Fatalf("the primary is %v after cancelled statements, want Healthy", st.State)
 	}
 }
