@@ -70,7 +70,9 @@ func TestProbeScheduleNext(t *testing.T) {
 // backoff of a host that cannot be reached, doubling from 5ms to 500ms.
 func TestProbeScheduleObserve(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	failed := func(n int) probeState { return probeState{outcome: probeFailed, failures: n, last: t0.Add(-time.Second)} }
+	failed := func(n int) probeState {
+		return probeState{outcome: probeFailed, failures: n, last: t0.Add(-time.Second)}
+	}
 	tests := []struct {
 		name         string
 		st           probeState
