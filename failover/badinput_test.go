@@ -60,25 +60,28 @@ func withPassword(key, v string) []form {
 }
 
 // durationKeys are our keys that take a duration, with how to read each
-// back and whether it must be greater than zero (else zero is allowed).
+// back, whether it must be greater than zero (else zero is allowed), and
+// the largest value it takes when given alone (0: no bound).
 var durationKeys = []struct {
 	key      string
 	positive bool
 	get      func(*Config) time.Duration
+	atMost   time.Duration
 }{
-	{keyMaxDuration, true, func(c *Config) time.Duration { return c.MaxDuration }},
-	{keyBackoffInitial, true, func(c *Config) time.Duration { return c.BackoffInitial }},
-	{keyBackoffMax, true, func(c *Config) time.Duration { return c.BackoffMax }},
-	{keyHealthProbeInterval, true, func(c *Config) time.Duration { return c.HealthProbeInterval }},
-	{keyHealthProbeTimeout, true, func(c *Config) time.Duration { return c.HealthProbeTimeout }},
-	{keyPinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }},
-	{keyMaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }},
-	{keyPatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }},
-	{keyQueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.queryWait }},
-	{keyFallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }},
-	{keyFallbackCooldown, true, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }},
-	{keyFallbackLifetime, true, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }},
-	{keyTCPUserTimeout, false, func(c *Config) time.Duration { return c.tcpUserTimeout }},
+	{keyMaxDuration, true, func(c *Config) time.Duration { return c.MaxDuration }, 0},
+	{keyBackoffInitial, true, func(c *Config) time.Duration { return c.BackoffInitial }, 0},
+	{keyBackoffMax, true, func(c *Config) time.Duration { return c.BackoffMax }, 0},
+	{keyHealthProbeInterval, true, func(c *Config) time.Duration { return c.HealthProbeInterval }, 0},
+	{keyHealthProbeTimeout, true, func(c *Config) time.Duration { return c.HealthProbeTimeout }, 0},
+	{keyHealthProbeWaitMax, true, func(c *Config) time.Duration { return c.HealthProbeWaitMax }, defaultHealthProbeInterval},
+	{keyPinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }, 0},
+	{keyMaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }, 0},
+	{keyPatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }, 0},
+	{keyQueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.queryWait }, 0},
+	{keyFallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }, 0},
+	{keyFallbackCooldown, true, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }, 0},
+	{keyFallbackLifetime, true, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }, 0},
+	{keyTCPUserTimeout, false, func(c *Config) time.Duration { return c.tcpUserTimeout }, 0},
 }
 
 func TestConfigDurationKeysCoverEveryDurationKey(t *testing.T) {
@@ -147,6 +150,9 @@ func TestParseConfigDurationRanges(t *testing.T) {
 			{"1m.5s", 60500 * time.Millisecond, ""},
 		}
 		for _, tt := range tests {
+			if d.atMost > 0 && tt.problem == "" && tt.want > d.atMost {
+				tt.problem = "is greater than"
+			}
 			for _, f := range withPassword(d.key, tt.in) {
 				t.Run(d.key+"="+tt.in+"/"+f.name, func(t *testing.T) {
 					c, err := ParseConfig(f.conn)

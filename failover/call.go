@@ -28,7 +28,7 @@ var errRetry = errors.New("pgfailover: retry")
 // pick, so the next pick passes it over. When no host is usable (every one
 // refusing, unreachable or in the wrong role) the call waits for the
 // routing state to change instead of dialling: the probes, which run
-// every few milliseconds while anyone waits, are then the only ones
+// faster while anyone waits (see probeSchedule), are then the only ones
 // touching the hosts. The wait, and the whole call, is
 // bounded by one deadline fixed at the first failover event
 // (failover_max_duration) and by the caller's context.
@@ -204,8 +204,9 @@ func (c *call) noHostOr(kind error) error {
 
 // wait blocks until what the picker reads in rs changes, the backoff before
 // a re-send ends (when heldBack), the budget or the caller's context runs
-// out, or the Pool closes. While it waits, the probes ask every host
-// every few milliseconds, so that a promotion is seen at once.
+// out, or the Pool closes. While it waits, the probes ask the reachable
+// hosts from 2ms apart up to health_probe_wait_max apart (probeSchedule),
+// so that a promotion is seen within tens of milliseconds.
 func (c *call) wait(rs *routes, heldBack bool) error {
 	c.startEpisode()
 	now := c.p.clock.Now()

@@ -26,6 +26,7 @@ const (
 	defaultBackoffMax             = time.Second
 	defaultHealthProbeInterval    = time.Second
 	defaultHealthProbeTimeout     = 3 * time.Second
+	defaultHealthProbeWaitMax     = 50 * time.Millisecond
 	defaultPinAfterWrite          = time.Second
 	defaultMaxLag                 = 0
 	defaultPatroniRefresh         = 3 * time.Second
@@ -110,6 +111,12 @@ type Config struct {
 	BackoffInitial      time.Duration // failover_backoff_initial, default 50ms, > 0
 	BackoffMax          time.Duration // failover_backoff_max, default 1s, >= BackoffInitial
 	HealthProbeInterval time.Duration // health_probe_interval, default 1s, > 0
+	// HealthProbeWaitMax (health_probe_wait_max, default 50ms, at least
+	// 2ms and at most HealthProbeInterval) is the longest interval between
+	// two probes of a reachable host while calls wait for a usable host:
+	// probes start 2ms apart when the wait begins and grow apart with it up
+	// to this. Larger trades detection delay for load on the servers.
+	HealthProbeWaitMax time.Duration
 	// HealthProbeTimeout (health_probe_timeout, default 3s, > 0) is how
 	// long a probe's question may go unanswered on its open connection
 	// before the host is judged silent and every socket to it is cut.

@@ -48,12 +48,15 @@
 // unreachable, refusing for now or in the wrong role are left to the
 // background probes. When no host can take the call, it waits, and wakes
 // as soon as a probe or another call sees a host change; while any call
-// waits, every host is probed every few milliseconds, so a promotion is
-// found within milliseconds. One deadline, failover_max_duration from the
-// call's first failover event, bounds the waiting and the attempts, with
-// the caller's context. failover_max_attempts bounds how many times the
-// statement is sent to hosts that fail under it; before sending again to a
-// host that already failed, the call pays a full-jitter exponential
+// waits, the reachable hosts are probed 2ms apart at first and less often
+// as the wait grows, up to health_probe_wait_max (50ms) apart, so a
+// promotion is found within tens of milliseconds; a host that cannot be
+// reached is probed on a backoff of its own. One deadline,
+// failover_max_duration from the call's first failover event, bounds the
+// waiting and the attempts, with the caller's context.
+// failover_max_attempts bounds how many times the statement is sent to
+// hosts that fail under it; before sending again to a host that already
+// failed, the call pays a full-jitter exponential
 // backoff. When it cannot finish, a *FailoverError (wrapping ErrNoHost or
 // ErrBudgetExhausted) says what each host did.
 //

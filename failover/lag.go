@@ -13,7 +13,7 @@ import (
 
 // historySize is how many primary samples are kept, and sampleSpacing the
 // least time between two kept samples whose positions differ. While calls
-// wait for a host every server is probed every few milliseconds; the
+// wait for a host every server may be probed every few milliseconds; the
 // spacing keeps the history covering at least historySize*sampleSpacing
 // (about 13 s) even then, and the whole probe interval times historySize
 // otherwise.

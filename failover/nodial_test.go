@@ -48,9 +48,11 @@ func TestWaitingCallsDoNotDial(t *testing.T) {
 	replicaDials, replicaProbes := count(replica), host(replica).Probes
 	ackedBefore := w.acked.Load()
 
-	// Let the probes run a few hundred times while the writers wait.
+	// Let the probes run a while the writers wait: the stopped primary's
+	// on its backoff (a few a second), the replica's every few tens of
+	// milliseconds.
 	waitUntil(t, 30*time.Second, "probes while the writers wait", func() bool {
-		return host(old).Probes >= oldProbes+200
+		return host(old).Probes >= oldProbes+10 && host(replica).Probes >= replicaProbes+100
 	})
 	if got := w.acked.Load(); got != ackedBefore {
 		t.Fatalf("%d writes acknowledged with no primary", got-ackedBefore)

@@ -31,6 +31,7 @@ const (
 	keyBackoffMax             = "failover_backoff_max"
 	keyHealthProbeInterval    = "health_probe_interval"
 	keyHealthProbeTimeout     = "health_probe_timeout"
+	keyHealthProbeWaitMax     = "health_probe_wait_max"
 	keyPinAfterWrite          = "pin_after_write"
 	keyMaxLag                 = "max_lag"
 	keyPatroniAPIURLs         = "patroni_api_urls"
@@ -71,6 +72,7 @@ var ownKeys = []string{
 	keyBackoffMax,
 	keyHealthProbeInterval,
 	keyHealthProbeTimeout,
+	keyHealthProbeWaitMax,
 	keyPinAfterWrite,
 	keyMaxLag,
 	keyPatroniAPIURLs,
@@ -128,8 +130,15 @@ var fallbackKeys = []string{
 //	failover_backoff_max      1s          largest backoff base; >= failover_backoff_initial
 //	                                      (when unset it is raised to failover_backoff_initial
 //	                                      if that is larger than 1s)
-//	health_probe_interval     1s          period of the role and zone probes; every 2ms
-//	                                      instead while a call waits for a usable host; > 0
+//	health_probe_interval     1s          period of the role and zone probes while no call
+//	                                      waits for a usable host; > 0
+//	health_probe_wait_max     50ms        while calls wait for a usable host, a reachable host
+//	                                      is probed 2ms apart at first, then a tenth of the
+//	                                      time waited apart, at most this, jittered into
+//	                                      [1/2, 1] of that (a host that cannot be reached
+//	                                      backs off from 5ms to 500ms instead); larger trades
+//	                                      detection delay for load; >= 2ms and
+//	                                      <= health_probe_interval (when unset, lowered to it)
 //	health_probe_timeout      3s          how long a probe's question may go unanswered on
 //	                                      its open connection before the host is judged silent
 //	                                      and every connection to it is cut; > 0
@@ -251,6 +260,7 @@ func ParseConfig(connString string) (*Config, error) {
 		BackoffMax:          defaultBackoffMax,
 		HealthProbeInterval: defaultHealthProbeInterval,
 		HealthProbeTimeout:  defaultHealthProbeTimeout,
+		HealthProbeWaitMax:  defaultHealthProbeWaitMax,
 		connString:          connString,
 		Replica: ReplicaConfig{
 			PinAfterWrite: defaultPinAfterWrite,
@@ -279,6 +289,9 @@ func ParseConfig(connString string) (*Config, error) {
 		return nil, err
 	}
 	if c.HealthProbeTimeout, err = p.duration(own, keyHealthProbeTimeout, c.HealthProbeTimeout, positive); err != nil {
+		return nil, err
+	}
+	if c.HealthProbeWaitMax, err = p.probeWaitMax(own, c.HealthProbeInterval); err != nil {
 		return nil, err
 	}
 	if err := c.Replica.parse(p, own, c.HealthProbeInterval); err != nil {
@@ -400,6 +413,27 @@ func (p *parseState) applyBudget(c *Config, own map[string]string) error {
 		c.BackoffMax = max(c.BackoffMax, c.BackoffInitial)
 	}
 	return nil
+}
+
+// probeWaitMax reads health_probe_wait_max: at least probeFloor, at most
+// probeInterval, the health_probe_interval in force. When the key is unset
+// the default is lowered to probeInterval if that is smaller.
+func (p *parseState) probeWaitMax(own map[string]string, probeInterval time.Duration) (time.Duration, error) {
+	v, ok := own[keyHealthProbeWaitMax]
+	if !ok {
+		return min(defaultHealthProbeWaitMax, probeInterval), nil
+	}
+	d, err := p.duration(own, keyHealthProbeWaitMax, defaultHealthProbeWaitMax, positive)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case d < probeFloor:
+		return 0, p.badValue(keyHealthProbeWaitMax, v, fmt.Sprintf("is less than %s, the shortest interval between probes", probeFloor), nil)
+	case d > probeInterval:
+		return 0, p.badValue(keyHealthProbeWaitMax, v, fmt.Sprintf("is greater than %s (%s)", keyHealthProbeInterval, probeInterval), nil)
+	}
+	return d, nil
 }
 
 // parse reads pin_after_write and max_lag from own over the defaults in r.

@@ -30,8 +30,8 @@ import (
 const patroniCallTimeout = 20 * time.Second
 
 // patroniReaction is how soon after a new leader becomes writable the Pool
-// must have written on it. It covers finding the promotion (probes every
-// 2 ms while calls wait) and opening connections to the new leader, which
+// must have written on it. It covers finding the promotion (probes up to
+// health_probe_wait_max, 50 ms, apart while calls wait) and opening connections to the new leader, which
 // took about 30 ms one at a time and 170-480 ms four at a time (under
 // -race, on a busy 2-core machine).
 const patroniReaction = 1500 * time.Millisecond

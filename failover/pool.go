@@ -55,8 +55,11 @@ type Pool struct {
 	probing bool              // probe loops run; new hosts get one at once
 
 	// waiting counts calls waiting for a usable host. While it is above
-	// zero the probes ask every few milliseconds.
+	// zero the probes ask faster (see probeSchedule).
 	waiting atomic.Int32
+	// waitSince is the clock reading (Unix nanoseconds) when waiting last
+	// rose from zero.
+	waitSince atomic.Int64
 	// wake is closed, and replaced, when the first call starts waiting,
 	// so that the probes ask at once instead of at their next tick.
 	wake atomic.Pointer[chan struct{}]

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -37,12 +38,6 @@ var probeSQL = `SELECT pg_is_in_recovery() OR (current_setting('default_transact
 	current_setting('pgfailover.zone', true),
 	CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END,
 	current_setting('wal_block_size')::int`
-
-// fastProbeInterval is how often every host is probed while a call waits
-// for a usable host. PostgreSQL tells an idle session nothing when its
-// server is promoted, so a promotion is found by asking; one probe is in
-// flight per host at a time.
-const fastProbeInterval = 2 * time.Millisecond
 
 // prober keeps one connection to its host for health probes. Its users
 // (NewWithConfig's first probe, then the host's probe loop, and whoever
@@ -309,48 +304,90 @@ func (p *Pool) status(addr string) (hosthealth.HostStatus, bool) {
 	return hosthealth.HostStatus{}, false
 }
 
-// startProbe starts h's probe loop: every health_probe_interval, or every
-// few milliseconds while a call waits for a usable host. The loop ends, and
-// closes its connection, when the Pool closes or h leaves the topology.
+// startProbe starts h's probe loop, on the schedule probeSchedule
+// describes: every health_probe_interval while no call waits, faster while
+// calls wait for a usable host, and with a backoff of its own while the
+// host cannot be reached. The loop ends, and closes its connection, when
+// the Pool closes or h leaves the topology.
 func (p *Pool) startProbe(h *hostPool) {
 	ctx, stop := context.WithCancel(p.life)
 	h.stopProbe = stop
+	sched := probeSchedule{idle: p.cfg.HealthProbeInterval, waitMax: p.cfg.HealthProbeWaitMax, rand: rand.Int64N}
 	p.bg.Go(func() {
 		defer close(h.probeDone)
 		defer h.probe.close()
-		refused := false // the last probe was refused for bad credentials
+		st := probeState{last: p.clock.Now()}
 		for {
 			// The wake channel is read before the waiters are counted: a
 			// first waiter that arrives in between closes this very
 			// channel, so the probe cannot sleep through it.
 			wake := *p.wake.Load()
-			interval := p.cfg.HealthProbeInterval
-			if p.waiting.Load() > 0 && !refused {
-				// Never every few milliseconds with credentials the
-				// server refuses: that would only fill its logs.
-				interval = fastProbeInterval
-			}
-			t := p.clock.NewTimer(interval)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			at := sched.next(st, p.waitState(), p.claimedPrimary(h.addr), p.clock.Now())
+			woke, ok := p.sleepUntil(ctx, at, wake)
+			if !ok {
 				return
-			case <-t.C():
-			case <-wake:
-				t.Stop()
+			}
+			if woke {
+				// The first waiter wakes every probe at once, but a
+				// host inside its own backoff waits for its end.
+				if !p.sleepUntilOnly(ctx, sched.woken(st, p.clock.Now())) {
+					return
+				}
 			}
 			h.probes.Add(1)
 			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout)
-			refused = hosthealth.Classify(r.err) == hosthealth.Terminal
+			st = sched.observe(st, outcomeOf(r.err), p.clock.Now())
 			p.probed(h, r)
 		}
 	})
+}
+
+// sleepUntil waits on the Pool's clock until at, or until wake closes
+// (woke), or until ctx ends (!ok).
+func (p *Pool) sleepUntil(ctx context.Context, at time.Time, wake <-chan struct{}) (woke, ok bool) {
+	d := at.Sub(p.clock.Now())
+	if d <= 0 {
+		return false, ctx.Err() == nil
+	}
+	t := p.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-t.C():
+		return false, true
+	case <-wake:
+		return true, true
+	}
+}
+
+// sleepUntilOnly waits on the Pool's clock until at; it reports false when
+// ctx ended first.
+func (p *Pool) sleepUntilOnly(ctx context.Context, at time.Time) bool {
+	_, ok := p.sleepUntil(ctx, at, nil)
+	return ok
+}
+
+// waitState reports whether calls wait for a usable host, and since when.
+func (p *Pool) waitState() waitState {
+	if p.waiting.Load() == 0 {
+		return waitState{}
+	}
+	return waitState{waiting: true, since: time.Unix(0, p.waitSince.Load())}
+}
+
+// claimedPrimary reports whether a topology source claims the host at
+// addr is the primary.
+func (p *Pool) claimedPrimary(addr string) bool {
+	s, ok := p.status(addr)
+	return ok && s.Claimed == hosthealth.RolePrimary
 }
 
 // waitStarted tells the probes that a call is waiting for a usable host.
 // The first waiter wakes every probe at once.
 func (p *Pool) waitStarted() {
 	if p.waiting.Add(1) == 1 {
+		p.waitSince.Store(p.clock.Now().UnixNano())
 		next := make(chan struct{})
 		close(*p.wake.Swap(&next))
 		p.refreshTopology()

@@ -26,8 +26,8 @@ type HostStat struct {
 	hosthealth.HostStatus
 	Tier hosthealth.Tier // the host's zone tier for the Pool's target
 	// Probes is the number of health probes sent to the host so far. While
-	// calls wait for a usable host, every host is probed every few
-	// milliseconds; this shows what that cost.
+	// calls wait for a usable host, a reachable host is probed from 2ms
+	// up to health_probe_wait_max apart; this shows what that cost.
 	Probes int64
 	Pool   *pgxpool.Stat
 	// Reads is the host's pool of the Reader's read-only sessions.

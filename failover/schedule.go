@@ -1,0 +1,166 @@
+package failover
+
+import (
+	"time"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+)
+
+// probeSchedule says when a host's probe loop probes next. It only
+// computes: the loop passes in the Pool's clock readings and what the
+// last probe found, and the jitter is drawn from rand.
+//
+// Every probe wakes a server process, and every instance of an application
+// probes every host, so the schedule is a cost budget as much as a latency
+// one:
+//
+//   - no call waits: every idle (health_probe_interval);
+//   - calls wait, the host answered its last probe: the wait's age divided
+//     by probeGrowth, at least probeFloor and at most waitMax
+//     (health_probe_wait_max), jittered into [½, 1] of that (never below
+//     probeFloor), so that instances woken by the same crash do not probe
+//     in step. A host a topology source claims as primary is probed at
+//     probeFloor: a promotion is under way there, and its server's answer
+//     still decides;
+//   - the host could not be reached (refused, timed out, reset, refusing
+//     for now): a backoff of its own, probeBackoffInitial doubling with
+//     each failure up to probeBackoffMax (and never beyond idle), each
+//     step jittered into [½, 1];
+//   - the server refused the credentials or the database: every idle,
+//     waiting or not; faster would only fill the server's log.
+//
+// The first call to wait wakes every probe at once (see woken): that is
+// what makes a promotion that happened before the wait seen at once. A
+// host inside its backoff is still not dialled before the backoff ends.
+type probeSchedule struct {
+	idle    time.Duration       // health_probe_interval
+	waitMax time.Duration       // health_probe_wait_max
+	rand    func(n int64) int64 // uniform in [0, n), n > 0
+}
+
+const (
+	// probeFloor is the shortest interval between two probes of a host.
+	probeFloor = 2 * time.Millisecond
+	// probeGrowth is the ratio of the time calls have waited to the
+	// interval between probes of a reachable host: after 100 ms of waiting
+	// a host is probed about every 10 ms (jitter aside).
+	probeGrowth = 10
+	// probeBackoffInitial and probeBackoffMax bound the backoff of a host
+	// that cannot be reached: a dead host is dialled about 8 times in the
+	// first second and then 2-4 times a second.
+	probeBackoffInitial = 5 * time.Millisecond
+	probeBackoffMax     = 500 * time.Millisecond
+)
+
+// probeOutcome is what a host's last probe came to, as the schedule sees
+// it.
+type probeOutcome int
+
+const (
+	// probeAnswered: the server answered (or the host was not probed yet).
+	probeAnswered probeOutcome = iota
+	// probeFailed: the host could not be reached, the connection broke,
+	// or the server refused for now (starting up, too many clients).
+	probeFailed
+	// probeRefused: the server refused the credentials or the database.
+	probeRefused
+)
+
+// String returns the outcome's name.
+func (o probeOutcome) String() string {
+	switch o {
+	case probeAnswered:
+		return "answered"
+	case probeFailed:
+		return "failed"
+	case probeRefused:
+		return "refused"
+	}
+	return "probeOutcome(?)"
+}
+
+// outcomeOf sorts a probe's error into a probeOutcome.
+func outcomeOf(err error) probeOutcome {
+	switch {
+	case err == nil:
+		return probeAnswered
+	case hosthealth.Classify(err) == hosthealth.Terminal:
+		return probeRefused
+	}
+	return probeFailed
+}
+
+// probeState is what the schedule keeps of one host between probes.
+type probeState struct {
+	outcome  probeOutcome // of the last probe
+	failures int          // consecutive failed probes, up to the last
+	last     time.Time    // when the last probe ended; zero before the first
+	retryAt  time.Time    // with probeFailed: when the host's backoff ends
+}
+
+// waitState is whether calls wait for a usable host, and since when.
+type waitState struct {
+	waiting bool
+	since   time.Time // when the number of waiting calls last rose from zero
+}
+
+// observe returns st after a probe that ended at now with outcome o.
+func (s probeSchedule) observe(st probeState, o probeOutcome, now time.Time) probeState {
+	st.outcome, st.last, st.retryAt = o, now, time.Time{}
+	if o != probeFailed {
+		st.failures = 0
+		return st
+	}
+	st.failures++
+	base := min(probeBackoffMax, s.idle)
+	if st.failures <= 30 {
+		// probeBackoffInitial << 29 is far beyond any cap; the shift is
+		// bounded so that it cannot overflow.
+		base = min(base, probeBackoffInitial<<(st.failures-1))
+	}
+	st.retryAt = now.Add(s.jitter(base))
+	return st
+}
+
+// next returns when the host with state st is probed next, as of now,
+// unless a first waiter wakes it first (see woken). claimedPrimary says
+// that a topology source claims the host is the primary.
+func (s probeSchedule) next(st probeState, w waitState, claimedPrimary bool, now time.Time) time.Time {
+	switch {
+	case st.outcome == probeRefused || !w.waiting:
+		return st.last.Add(s.idle)
+	case st.outcome == probeFailed:
+		return st.retryAt
+	case claimedPrimary:
+		return st.last.Add(probeFloor)
+	}
+	return st.last.Add(s.jitter(s.waitInterval(now.Sub(w.since))))
+}
+
+// waitInterval is the interval between probes of a reachable host once
+// calls have waited for waited, before jitter: never above idle.
+func (s probeSchedule) waitInterval(waited time.Duration) time.Duration {
+	ceiling := max(min(s.waitMax, s.idle), probeFloor)
+	return min(max(waited/probeGrowth, probeFloor), ceiling)
+}
+
+// woken returns when the host with state st is probed after the first
+// waiter woke its loop at now: at once, unless the host is inside its own
+// backoff.
+func (s probeSchedule) woken(st probeState, now time.Time) time.Time {
+	if st.outcome == probeFailed && st.retryAt.After(now) {
+		return st.retryAt
+	}
+	return now
+}
+
+// jitter draws uniformly from [d/2, d], and never below probeFloor unless
+// d is.
+func (s probeSchedule) jitter(d time.Duration) time.Duration {
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	j := half + time.Duration(s.rand(int64(d-half)+1))
+	return max(j, min(d, probeFloor))
+}

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package pgtest
+
+import (
+	"errors"
+	"time"
+)
+
+// CPUTime needs /proc, which only Linux has.
+func (n *Node) CPUTime() (time.Duration, error) {
+	return 0, errors.New("pgtest: CPUTime reads /proc, which this system lacks")
+}
+
+// BackendCPUTime needs /proc, which only Linux has.
+func (n *Node) BackendCPUTime() (time.Duration, error) {
+	return 0, errors.New("pgtest: BackendCPUTime reads /proc, which this system lacks")
+}
