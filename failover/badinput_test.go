@@ -73,6 +73,7 @@ var durationKeys = []struct {
 	{keyHealthProbeTimeout, true, func(c *Config) time.Duration { return c.HealthProbeTimeout }},
 	{keyPinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }},
 	{keyMaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }},
+	{keyReplicaWait, false, func(c *Config) time.Duration { return c.Replica.Wait }},
 	{keyPatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }},
 	{keyQueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.queryWait }},
 	{keyFallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }},

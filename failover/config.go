@@ -28,6 +28,7 @@ const (
 	defaultHealthProbeTimeout     = 3 * time.Second
 	defaultPinAfterWrite          = time.Second
 	defaultMaxLag                 = 0
+	defaultReplicaWait            = 20 * time.Millisecond
 	defaultPatroniRefresh         = 3 * time.Second
 	defaultFallbackConnectTimeout = 5 * time.Second
 	defaultFallbackCooldown       = 30 * time.Second
@@ -174,14 +175,22 @@ type Config struct {
 // ReplicaConfig is how the Reader routes reads.
 type ReplicaConfig struct {
 	// PinAfterWrite (pin_after_write, default 1s) is how long after a call
-	// that may have written the Reader reads from the primary
-	// (read-your-writes); 0 turns it off.
+	// that may have written a read through the Reader must see it
+	// (read-your-writes): it goes to a replica that has replayed a
+	// position of the primary sampled after the write, else to the
+	// primary. 0 turns it off.
 	PinAfterWrite time.Duration
 	// MaxLag (max_lag, default 0) is the largest staleness bound a replica
 	// may serve reads with; 0 sets no gate. When set it must be greater
 	// than HealthProbeInterval: a replica's bound shrinks only when the
 	// servers are probed.
 	MaxLag time.Duration
+	// Wait (replica_wait, default 20ms) is how long a read that must see
+	// a position (after a write, or with a CausalToken) waits for a
+	// replica to replay it before it goes to the primary; 0 sends it to
+	// the primary at once. Keep it short: a read waits for it instead of
+	// reading on the primary.
+	Wait time.Duration
 }
 
 // check reports a setting out of range, naming its key.
@@ -191,6 +200,8 @@ func (r ReplicaConfig) check(probeInterval time.Duration) error {
 		return &ConfigError{Key: keyPinAfterWrite, Msg: "must not be negative"}
 	case r.MaxLag < 0:
 		return &ConfigError{Key: keyMaxLag, Msg: "must not be negative"}
+	case r.Wait < 0:
+		return &ConfigError{Key: keyReplicaWait, Msg: "must not be negative"}
 	case r.MaxLag > 0 && r.MaxLag <= probeInterval:
 		return &ConfigError{Key: keyMaxLag, Msg: "must be greater than " + keyHealthProbeInterval + " (" + probeInterval.String() + "), or 0 for no gate"}
 	}

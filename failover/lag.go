@@ -30,6 +30,7 @@ func (p *Pool) probedLag(addr string, r probeResult) {
 		case r.err != nil || r.role == hosthealth.RoleUnknown:
 			return book.Unknown(addr) // unknown until a probe says otherwise
 		case r.role == hosthealth.RolePrimary:
+			p.reader.sampler.Observe(addr, replica.Sample{LSN: r.wal, At: r.asked})
 			return book.Primary(addr, r.wal, r.asked)
 		}
 		return book.Replica(addr, r.wal)
