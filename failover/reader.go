@@ -350,7 +350,8 @@ func (r *Reader) replayPosition(ctx context.Context, h *hostPool, conn *pgxpool.
 // out only while its host would still take a read (a replica within
 // max_lag, or the primary while no replica is), so connections drift back
 // to the replicas as they recover. Reads are routed per connection, not
-// per statement: pin_after_write does not apply, and nothing is replayed.
+// per statement: read-your-writes (pin_after_write, replica_wait) and
+// causal tokens do not apply, and nothing is replayed.
 // It is built on first use; Pool.Close closes it.
 func (r *Reader) PgxPool() *pgxpool.Pool {
 	if f := r.follow.Load(); f != nil {

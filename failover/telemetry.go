@@ -61,7 +61,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 		return nil, err
 	}
 	reads, err := m.Int64Counter("pgfailover.reads",
-		metric.WithDescription("Reads the Reader sent, by destination (replica or primary) and reason (eligible, verify, pinned, lagging, unavailable)."),
+		metric.WithDescription("Reads the Reader sent, by destination (replica or primary) and reason (eligible, caught_up, waited, pinned, lagging, unavailable)."),
 		metric.WithUnit("{read}"))
 	if err != nil {
 		return nil, err
