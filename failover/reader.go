@@ -137,9 +137,12 @@ func (r *Reader) pin(c *call) {
 	// A read waits for at most one request of another read's; after that
 	// it asks, once.
 	for range 3 {
-		ranked := r.p.routes.Load().ranked[hosthealth.TargetPrimary]
-		if len(ranked) == 0 {
-			return // no primary known now: the read waits for one there
+		rs := r.p.routes.Load()
+		ranked := rs.ranked[hosthealth.TargetPrimary]
+		if len(ranked) == 0 || !slices.ContainsFunc(rs.cands, func(c replica.Candidate) bool { return c.Usable }) {
+			// No primary known now (the read waits for one there), or no
+			// replica to read on: nothing to ask.
+			return
 		}
 		h := ranked[0]
 		s, step, done := r.sampler.Need(h.addr, wrote)
@@ -169,8 +172,11 @@ func (r *Reader) pin(c *call) {
 const positionSQL = "SELECT pg_current_wal_insert_lsn()::text, current_setting('wal_block_size')::int"
 
 // samplePrimary asks the primary h for its WAL position now, normalised as
-// the probe's is (recordEnd). ok is false when it did not answer.
+// the probe's is (recordEnd). ok is false when it did not answer within
+// health_probe_timeout.
 func (p *Pool) samplePrimary(ctx context.Context, h *hostPool) (replica.Sample, bool) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.HealthProbeTimeout)
+	defer cancel()
 	asked := p.clock.Now()
 	var text string
 	var blockSize uint64
