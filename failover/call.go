@@ -57,9 +57,6 @@ type call struct {
 	verify bool           // check that the replica picked has replayed after
 	behind []string       // replicas checked that had not replayed after
 	until  time.Time      // end of the wait for a replica to replay after, once it began
-	// connect: the host of a long-lived connection is being chosen
-	// (connectHost), so no pin after writes.
-	connect bool
 }
 
 func (p *Pool) newCall(ctx context.Context) call {

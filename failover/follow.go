@@ -153,7 +153,6 @@ func (p *Pool) newFollower(rt following) *follower {
 // following pool (PgxPool's, the Reader's PgxPool's), waiting like a call
 // while none can take it.
 func connectHost(c call) (*hostPool, error) {
-	c.connect = true
 	h, err := c.pick()
 	if err != nil {
 		return nil, err

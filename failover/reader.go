@@ -190,7 +190,9 @@ func (p *Pool) samplePrimary(ctx context.Context, h *hostPool) (replica.Sample, 
 	return replica.Sample{LSN: recordEnd(pos, blockSize), At: asked}, true
 }
 
-// newReadCall starts a call of the Reader.
+// newReadCall starts a call of the Reader: its causal token, if any,
+// applies, and no pin after a write (the Reader's PgxPool places long-lived
+// connections with it; newPinnedCall is for one read).
 func (r *Reader) newReadCall(ctx context.Context) call {
 	c := call{p: r.p, ctx: ctx, picker: picker{target: hosthealth.TargetAny, reads: r}}
 	if tok := causalTokenFrom(ctx); tok != nil {
