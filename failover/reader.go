@@ -130,7 +130,7 @@ func (r *Reader) pin(c *call) {
 		return
 	}
 	wrote := r.p.lastWriteTime()
-	if !r.router.Pinned(replica.Read{Now: r.p.clock.Now(), LastWrite: wrote}) {
+	if wrote.IsZero() || !r.router.Pinned(replica.Read{Now: r.p.clock.Now(), LastWrite: wrote}) {
 		return
 	}
 	c.pinned, c.after = true, unknownPosition
