@@ -56,7 +56,7 @@ type call struct {
 	reason replica.Reason // why it went where it goes
 	verify bool           // check that the replica picked has replayed after
 	behind []string       // replicas checked that had not replayed after
-	until  time.Time      // end of the wait for a replica to replay after, once it began
+	spent  time.Duration  // time spent waiting for a replica to replay after
 }
 
 func (p *Pool) newCall(ctx context.Context) call {

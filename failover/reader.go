@@ -291,14 +291,11 @@ const unknownPosition = replica.LSN(math.MaxUint64)
 // replayed reports whether the replica h at the other end of conn has
 // replayed the position read c must see, asking it: one round trip on the
 // replica. When it has not, it is asked again, every few hundred
-// microseconds, until replica_wait after the read's first check; the
-// read's reason says whether it waited. What the replica says also moves
+// microseconds, while the read has waited less than replica_wait in all
+// (across the replicas it asks); the read's reason says whether it waited. What the replica says also moves
 // its known position on for every read.
 func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 	clk := r.p.clock
-	if c.until.IsZero() {
-		c.until = clk.Now().Add(r.wait)
-	}
 	delay := firstReplayPoll
 	for waited := false; ; waited = true {
 		got, ok := r.replayPosition(c.ctx, h, conn)
@@ -312,10 +309,11 @@ func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 			}
 			return true
 		}
-		left := c.until.Sub(clk.Now())
+		left := r.wait - c.spent
 		if left <= 0 {
 			return false
 		}
+		began := clk.Now()
 		t := clk.NewTimer(min(delay, left))
 		select {
 		case <-t.C():
@@ -323,6 +321,7 @@ func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 			t.Stop()
 			return false
 		}
+		c.spent += clk.Now().Sub(began)
 		delay = min(2*delay, lastReplayPoll)
 	}
 }
