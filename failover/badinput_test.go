@@ -76,6 +76,7 @@ var durationKeys = []struct {
 	{keyHealthProbeWaitMax, true, func(c *Config) time.Duration { return c.HealthProbeWaitMax }, defaultHealthProbeInterval},
 	{keyPinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }, 0},
 	{keyMaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }, 0},
+	{keyReplicaWait, false, func(c *Config) time.Duration { return c.Replica.Wait }, 0},
 	{keyPatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }, 0},
 	{keyQueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.queryWait }, 0},
 	{keyFallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }, 0},

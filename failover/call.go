@@ -51,10 +51,12 @@ type call struct {
 	span      trace.Span    // the failover episode
 
 	// A read through the Reader:
-	after  replica.LSN    // the position its causal token asks for, if any
+	after  replica.LSN    // the position it must see (its causal token's, or its pin's), if any
+	pinned bool           // after comes from a write through the Pool (Reader.pin)
 	reason replica.Reason // why it went where it goes
 	verify bool           // check that the replica picked has replayed after
 	behind []string       // replicas checked that had not replayed after
+	spent  time.Duration  // time spent waiting for a replica to replay after
 	// connect: the host of a long-lived connection is being chosen
 	// (connectChain), so no pin after writes.
 	connect bool
@@ -98,7 +100,7 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, err
 		}
 		conn, err := c.acquireFrom(h)
-		if err == nil && c.verify && !c.p.reader.replayed(c.ctx, h, conn, c.after) {
+		if err == nil && c.verify && !c.p.reader.replayed(c, h, conn) {
 			// Not there yet: another replica, or the primary, takes the read.
 			conn.Release()
 			c.behind = append(c.behind, h.addr)

@@ -11,8 +11,9 @@ import (
 // that later reads through the Reader see them without going to the
 // primary: a read carrying the token goes to any replica that has replayed
 // that position, and to the primary only when none has. It is the opt-in
-// alternative to pin_after_write, which sends every read to the primary
-// for a while after any write.
+// alternative to pin_after_write: a token carries its writes to other
+// processes and other Pools, and a read with a token asks for exactly the
+// position of its own writes, not the primary's at a later moment.
 //
 // Attach a token to a context with WithCausalToken. A call through the
 // Pool that may have written, made with that context, then reads the
@@ -83,19 +84,19 @@ func (t *CausalToken) advance(pos replica.LSN) {
 	}
 }
 
-// wrote records that a call made with ctx on host h may have written: the
-// Reader pins reads to the primary for pin_after_write, and a causal token
-// in ctx advances to the primary's position.
+// wrote records that a call made with ctx on host h may have written: for
+// pin_after_write the Reader's reads must see it (Reader.pin), and a
+// causal token in ctx advances to the primary's position. That position,
+// read after the write, is also a sample the pinned reads can use.
 func (p *Pool) wrote(ctx context.Context, h *hostPool) {
 	p.noteWrite()
 	if tok := causalTokenFrom(ctx); tok != nil {
-		var text string
-		var blockSize uint64
-		err := h.pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text, current_setting('wal_block_size')::int").Scan(&text, &blockSize)
-		pos, perr := replica.ParseLSN(text)
-		if err != nil || perr != nil || pos == 0 {
-			pos = unknownPosition
+		s, ok := p.samplePrimary(ctx, h)
+		if !ok {
+			tok.advance(unknownPosition)
+			return
 		}
-		tok.advance(recordEnd(pos, blockSize))
+		p.reader.sampler.Observe(h.addr, s)
+		tok.advance(s.LSN)
 	}
 }

@@ -29,6 +29,7 @@ const (
 	defaultHealthProbeWaitMax     = 50 * time.Millisecond
 	defaultPinAfterWrite          = time.Second
 	defaultMaxLag                 = 0
+	defaultReplicaWait            = 20 * time.Millisecond
 	defaultPatroniRefresh         = 3 * time.Second
 	defaultFallbackConnectTimeout = 5 * time.Second
 	defaultFallbackCooldown       = 30 * time.Second
@@ -181,14 +182,26 @@ type Config struct {
 // ReplicaConfig is how the Reader routes reads.
 type ReplicaConfig struct {
 	// PinAfterWrite (pin_after_write, default 1s) is how long after a call
-	// that may have written the Reader reads from the primary
-	// (read-your-writes); 0 turns it off.
+	// that may have written a read through the Reader must see it
+	// (read-your-writes): it goes to a replica that has replayed a
+	// position of the primary sampled after the write, else to the
+	// primary. 0 turns it off.
 	PinAfterWrite time.Duration
 	// MaxLag (max_lag, default 0) is the largest staleness bound a replica
 	// may serve reads with; 0 sets no gate. When set it must be greater
 	// than HealthProbeInterval: a replica's bound shrinks only when the
 	// servers are probed.
 	MaxLag time.Duration
+	// Wait (replica_wait, default 20ms) is how long a read that must see
+	// a position (after a write, or with a CausalToken) waits for a
+	// replica to replay it before it goes to the primary; 0 sends it to
+	// the primary at once. Keep it short: a read waits for it instead of
+	// reading on the primary. The default comes from measurement: a
+	// replica streaming from a primary nearby replayed a commit 0.24ms
+	// after the commit returned at the median, 2.9ms at p99 and 11ms at
+	// most (300 commits, a loaded 2-core machine); 20ms covers that with
+	// room to spare.
+	Wait time.Duration
 }
 
 // check reports a setting out of range, naming its key.
@@ -198,6 +211,8 @@ func (r ReplicaConfig) check(probeInterval time.Duration) error {
 		return &ConfigError{Key: keyPinAfterWrite, Msg: "must not be negative"}
 	case r.MaxLag < 0:
 		return &ConfigError{Key: keyMaxLag, Msg: "must not be negative"}
+	case r.Wait < 0:
+		return &ConfigError{Key: keyReplicaWait, Msg: "must not be negative"}
 	case r.MaxLag > 0 && r.MaxLag <= probeInterval:
 		return &ConfigError{Key: keyMaxLag, Msg: "must be greater than " + keyHealthProbeInterval + " (" + probeInterval.String() + "), or 0 for no gate"}
 	}

@@ -147,7 +147,8 @@ func checkParse(t *testing.T, s string) {
 	if c.MaxAttempts < 1 || c.MaxDuration <= 0 || c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial ||
 		c.HealthProbeInterval <= 0 || c.HealthProbeWaitMax <= 0 || c.HealthProbeWaitMax > c.HealthProbeInterval ||
 		c.Replica.PinAfterWrite < 0 || c.Replica.MaxLag < 0 ||
-		(c.Replica.MaxLag > 0 && c.Replica.MaxLag <= c.HealthProbeInterval) {
+		(c.Replica.MaxLag > 0 && c.Replica.MaxLag <= c.HealthProbeInterval) ||
+		c.Replica.Wait < 0 {
 		t.Fatalf("out-of-range setting accepted: %+v", c)
 	}
 }

@@ -22,11 +22,13 @@
 // Pool.Reader returns a read-only surface (Query, QueryRow, SendBatch,
 // read-only BeginTx) that spreads reads round-robin over the replicas that
 // are fresh enough, same zone first, and falls back to the primary in a
-// read-only session. After a write through the Pool it reads from the
-// primary for pin_after_write (read-your-writes); with max_lag set, a
+// read-only session. For pin_after_write after a write through the Pool,
+// a read goes to a replica only once it has replayed a position of the
+// primary sampled after the write, waiting up to replica_wait for one,
+// else to the primary (read-your-writes); with max_lag set, a
 // replica serves reads only while an upper bound on its staleness, taken
 // from the primary's WAL position samples, is within it. A CausalToken
-// carried in the context replaces the pin with an exact position.
+// carried in the context replaces the pin with its writes' own position.
 //
 // # What is retried
 //

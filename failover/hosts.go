@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
@@ -161,11 +160,16 @@ func (p *Pool) logHostError(addr string, err error) {
 }
 
 // noteWrite records that a call that may have written succeeded. The
-// clock is read once; the shared word is written at most once a
-// millisecond, so that concurrent writers do not fight over it.
+// clock is read once. The time is kept exactly, never moving back, so
+// that a sample of the primary taken after it is known to be (see
+// Reader.pin); a writer that finds a later time already there writes
+// nothing.
 func (p *Pool) noteWrite() {
 	now := p.clock.Now().UnixNano()
-	if now-p.lastWrite.Load() >= int64(time.Millisecond) {
-		p.lastWrite.Store(now)
+	for {
+		old := p.lastWrite.Load()
+		if now <= old || p.lastWrite.CompareAndSwap(old, now) {
+			return
+		}
 	}
 }

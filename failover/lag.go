@@ -30,6 +30,9 @@ func (p *Pool) probedLag(addr string, r probeResult) {
 		case r.err != nil || r.role == hosthealth.RoleUnknown:
 			return book.Unknown(addr) // unknown until a probe says otherwise
 		case r.role == hosthealth.RolePrimary:
+			if p.reader != nil { // nil only in tests of the routing alone
+				p.reader.sampler.Observe(addr, replica.Sample{LSN: r.wal, At: r.asked})
+			}
 			return book.Primary(addr, r.wal, r.asked)
 		}
 		return book.Replica(addr, r.wal)

@@ -34,6 +34,7 @@ const (
 	keyHealthProbeWaitMax     = "health_probe_wait_max"
 	keyPinAfterWrite          = "pin_after_write"
 	keyMaxLag                 = "max_lag"
+	keyReplicaWait            = "replica_wait"
 	keyPatroniAPIURLs         = "patroni_api_urls"
 	keyPatroniRefresh         = "patroni_refresh_interval"
 	keyPatroniAllowedHosts    = "patroni_allowed_hosts"
@@ -75,6 +76,7 @@ var ownKeys = []string{
 	keyHealthProbeWaitMax,
 	keyPinAfterWrite,
 	keyMaxLag,
+	keyReplicaWait,
 	keyPatroniAPIURLs,
 	keyPatroniRefresh,
 	keyPatroniAllowedHosts,
@@ -142,12 +144,17 @@ var fallbackKeys = []string{
 //	health_probe_timeout      3s          how long a probe's question may go unanswered on
 //	                                      its open connection before the host is judged silent
 //	                                      and every connection to it is cut; > 0
-//	pin_after_write           1s          the Reader reads from the primary for this long after
-//	                                      a call that may have written (read-your-writes);
-//	                                      >= 0, 0 turns it off
+//	pin_after_write           1s          for this long after a call that may have written, a
+//	                                      read through the Reader goes to a replica only once
+//	                                      it has replayed the write, else to the primary
+//	                                      (read-your-writes); >= 0, 0 turns it off
 //	max_lag                   0           the largest staleness bound a replica may serve the
 //	                                      Reader's reads with; 0 = no gate; otherwise
 //	                                      > health_probe_interval
+//	replica_wait              20ms        how long a read that must see a write (pinned by
+//	                                      one, or with a CausalToken) waits for a replica to
+//	                                      replay it before going to the primary; >= 0,
+//	                                      0 sends it to the primary at once
 //	patroni_api_urls          ""          comma list of http or https URLs of the Patroni REST
 //	                                      API: the hosts, their claimed roles and zones come
 //	                                      from GET /cluster, merged with the string's hosts;
@@ -265,6 +272,7 @@ func ParseConfig(connString string) (*Config, error) {
 		Replica: ReplicaConfig{
 			PinAfterWrite: defaultPinAfterWrite,
 			MaxLag:        defaultMaxLag,
+			Wait:          defaultReplicaWait,
 		},
 		patroni: patroniSettings{
 			refresh:                defaultPatroniRefresh,
@@ -436,7 +444,7 @@ func (p *parseState) probeWaitMax(own map[string]string, probeInterval time.Dura
 	return d, nil
 }
 
-// parse reads pin_after_write and max_lag from own over the defaults in r.
+// parse reads pin_after_write, max_lag and replica_wait from own over the defaults in r.
 // max_lag is checked against probeInterval, the health_probe_interval in
 // force.
 func (r *ReplicaConfig) parse(p *parseState, own map[string]string, probeInterval time.Duration) error {
@@ -445,6 +453,9 @@ func (r *ReplicaConfig) parse(p *parseState, own map[string]string, probeInterva
 		return err
 	}
 	if r.MaxLag, err = p.duration(own, keyMaxLag, r.MaxLag, nonNegative); err != nil {
+		return err
+	}
+	if r.Wait, err = p.duration(own, keyReplicaWait, r.Wait, nonNegative); err != nil {
 		return err
 	}
 	if r.MaxLag > 0 && r.MaxLag <= probeInterval {

@@ -133,7 +133,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	}
 	p.tracker = hosthealth.NewTracker(nil, hosthealth.Options{Zone: cfg.Zone, Now: p.clock.Now})
 	p.lag = replica.NewBook(historySize, sampleSpacing)
-	p.reader = &Reader{p: p, router: replica.Router{Policy: replica.Policy{
+	p.reader = &Reader{p: p, wait: cfg.Replica.Wait, router: replica.Router{Policy: replica.Policy{
 		MaxLag:        cfg.Replica.MaxLag,
 		PinAfterWrite: cfg.Replica.PinAfterWrite,
 	}}}

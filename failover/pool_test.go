@@ -299,6 +299,7 @@ func TestOurKeysNeverReachTheServer(t *testing.T) {
 		"failover_max_attempts=3", "failover_max_duration=5s",
 		"failover_backoff_initial=10ms", "failover_backoff_max=200",
 		"health_probe_interval=250ms", "pin_after_write=2s", "max_lag=5s",
+		"replica_wait=5ms",
 		"application_name=pgfailover-test",
 	}, "&"))
 	pool := newPool(t, ctx, dsn)

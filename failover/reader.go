@@ -21,12 +21,27 @@ import (
 // primary too.
 //
 // Each read goes round-robin to a replica that is usable and fresh
-// enough, those in the client's zone first. The primary takes the read
-// instead when:
+// enough, those in the client's zone first.
+//
+// A read sees every write through the same Pool that completed before it
+// began (read-your-writes): for pin_after_write after a call that may
+// have written (a committed transaction that wrote included), a read goes
+// to a replica only when the replica has replayed a position of the
+// primary sampled after that write. The newest sample serves when it is
+// that recent (the probes take one each health_probe_interval); else the
+// read asks the primary for its position, and every read that needs one
+// meanwhile shares that one request. Whether a replica has replayed the
+// position comes from its last probe, or, when that is older, from the
+// replica itself: one more round trip on the replica, on the connection
+// the read then uses. A replica that has not replayed it yet is given up
+// to replica_wait to do so, asked again every few hundred microseconds.
+// The primary takes the read instead when:
 //
 //   - a write through the Pool completed less than pin_after_write ago
-//     (read-your-writes; every call that may have written counts, a
-//     committed transaction that wrote included);
+//     and no replica has replayed it within replica_wait, or no sample of
+//     the current primary taken after the write could be had (after a
+//     change of primary, reads pinned by a write go to the primary until
+//     the new one is sampled);
 //   - every replica is down, in the wrong role, or stale past max_lag;
 //   - there is no replica at all (New does not need one).
 //
@@ -45,9 +60,11 @@ import (
 //
 // A Reader is safe for concurrent use. Get it from Pool.Reader.
 type Reader struct {
-	p      *Pool
-	router replica.Router
-	follow atomic.Pointer[follower] // PgxPool's pool, nil until first asked for; built under Pool.followMu
+	p       *Pool
+	router  replica.Router
+	wait    time.Duration            // replica_wait
+	sampler replica.Sampler          // the primary's newest sample, and the request for one in flight
+	follow  atomic.Pointer[follower] // PgxPool's pool, nil until first asked for; built under Pool.followMu
 }
 
 // Reader returns the Pool's Reader.
@@ -57,10 +74,9 @@ func (p *Pool) Reader() *Reader { return p.reader }
 // primary. It records where the read went on the call.
 // Its candidates are the routes' replicas (routes.go).
 func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
+	// The pin after a write was turned into a position by pin, before the
+	// call began: nothing here asks for one.
 	read := replica.Read{Now: r.p.clock.Now(), After: c.after}
-	if !c.connect {
-		read.LastWrite = r.p.lastWriteTime()
-	}
 	cands := rs.cands
 	if len(c.failed) > 0 || len(c.behind) > 0 {
 		// Replicas this read failed on, or found behind its position, are
@@ -76,6 +92,14 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 	if c.after != unknownPosition {
 		i, reason = r.router.Route(read, cands)
 	}
+	switch {
+	case i != replica.Primary && reason == replica.Eligible && c.after != 0:
+		reason = replica.CaughtUp // its probe says it has replayed the position
+	case i == replica.Primary && c.pinned:
+		reason = replica.Pinned
+	case i == replica.Primary && len(c.behind) > 0:
+		reason = replica.Lagging // the replicas asked had not replayed it
+	}
 	c.verify = reason == replica.Verify
 	c.reason = reason
 	if i != replica.Primary {
@@ -85,17 +109,90 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 }
 
 // lastWriteTime returns when a call that may have written last completed,
-// or the zero time. The time is stored at most once a millisecond, so it
-// is moved a millisecond on: the pin never ends early.
+// or the zero time.
 func (p *Pool) lastWriteTime() time.Time {
 	n := p.lastWrite.Load()
 	if n == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, n).Add(time.Millisecond)
+	return time.Unix(0, n)
 }
 
-// newReadCall starts a call of the Reader.
+// pin turns the pin of a read made less than pin_after_write after a
+// write through the Pool into a position the read must see: that of a
+// sample of the primary taken after the write. The newest sample serves
+// when it is that recent; else the read asks the primary, or waits for
+// the request in flight (Sampler). Without a primary to ask, or when
+// asking fails, the read goes to the primary. A read with a causal token
+// is not pinned: its token says what it must see.
+func (r *Reader) pin(c *call) {
+	if c.after != 0 {
+		return
+	}
+	wrote := r.p.lastWriteTime()
+	if wrote.IsZero() || !r.router.Pinned(replica.Read{Now: r.p.clock.Now(), LastWrite: wrote}) {
+		return
+	}
+	c.pinned, c.after = true, unknownPosition
+	// A read waits for at most one request of another read's; after that
+	// it asks, once.
+	for range 3 {
+		rs := r.p.routes.Load()
+		ranked := rs.ranked[hosthealth.TargetPrimary]
+		if len(ranked) == 0 || !slices.ContainsFunc(rs.cands, func(c replica.Candidate) bool { return c.Usable }) {
+			// No primary known now (the read waits for one there), or no
+			// replica to read on: nothing to ask.
+			return
+		}
+		h := ranked[0]
+		s, step, done := r.sampler.Need(h.addr, wrote)
+		switch step {
+		case replica.Use:
+			c.after = s.LSN
+			return
+		case replica.Ask:
+			s, ok := r.p.samplePrimary(c.ctx, h)
+			r.sampler.Answer(h.addr, s, ok)
+			if ok && s.At.After(wrote) {
+				c.after = s.LSN
+			}
+			return
+		case replica.Wait:
+			select {
+			case <-done:
+			case <-c.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// positionSQL asks the primary for its WAL position, in the form the
+// probe reads it.
+const positionSQL = "SELECT pg_current_wal_insert_lsn()::text, current_setting('wal_block_size')::int"
+
+// samplePrimary asks the primary h for its WAL position now, normalised as
+// the probe's is (recordEnd). ok is false when it did not answer within
+// health_probe_timeout.
+func (p *Pool) samplePrimary(ctx context.Context, h *hostPool) (replica.Sample, bool) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.HealthProbeTimeout)
+	defer cancel()
+	asked := p.clock.Now()
+	var text string
+	var blockSize uint64
+	if err := h.pool.QueryRow(ctx, positionSQL).Scan(&text, &blockSize); err != nil {
+		return replica.Sample{}, false
+	}
+	pos, err := replica.ParseLSN(text)
+	if err != nil || pos == 0 {
+		return replica.Sample{}, false
+	}
+	return replica.Sample{LSN: recordEnd(pos, blockSize), At: asked}, true
+}
+
+// newReadCall starts a call of the Reader: its causal token, if any,
+// applies, and no pin after a write (the Reader's PgxPool places long-lived
+// connections with it; newPinnedCall is for one read).
 func (r *Reader) newReadCall(ctx context.Context) call {
 	c := call{p: r.p, ctx: ctx, picker: picker{target: hosthealth.TargetAny, reads: r}}
 	if tok := causalTokenFrom(ctx); tok != nil {
@@ -104,10 +201,18 @@ func (r *Reader) newReadCall(ctx context.Context) call {
 	return c
 }
 
+// newPinnedCall starts a call of the Reader for one read: the pin after a
+// write applies to it.
+func (r *Reader) newPinnedCall(ctx context.Context) call {
+	c := r.newReadCall(ctx)
+	r.pin(&c)
+	return c
+}
+
 // Query runs a read and returns its rows, as Pool.Query does, on a replica
 // or (see Reader) the primary, in a read-only session.
 func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	rs := &rows{ctx: ctx, sql: sql, args: args, call: r.newReadCall(ctx)}
+	rs := &rows{ctx: ctx, sql: sql, args: args, call: r.newPinnedCall(ctx)}
 	if err := rs.start(); err != nil {
 		return errRows{err: err}, err
 	}
@@ -117,7 +222,7 @@ func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 // QueryRow runs a read expected to return at most one row, as
 // Pool.QueryRow does, on a replica or the primary.
 func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	row := &row{ctx: ctx, sql: sql, args: args, call: r.newReadCall(ctx)}
+	row := &row{ctx: ctx, sql: sql, args: args, call: r.newPinnedCall(ctx)}
 	row.send()
 	return row
 }
@@ -125,7 +230,7 @@ func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 // SendBatch sends a batch of reads, as Pool.SendBatch does, on a replica
 // or the primary. A statement in it that writes fails.
 func (r *Reader) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b), call: r.newReadCall(ctx)}
+	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b), call: r.newPinnedCall(ctx)}
 	if err := br.send(); err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
@@ -144,7 +249,7 @@ func (r *Reader) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, 
 		return nil, ErrReadWriteTx
 	}
 	txOptions.AccessMode = pgx.ReadOnly
-	c := r.newReadCall(ctx)
+	c := r.newPinnedCall(ctx)
 	return r.p.beginTx(&c, ctx, txOptions)
 }
 
@@ -183,20 +288,65 @@ func (r *Reader) lagError(addr string) error {
 // position could not be read: reads carrying it go to the primary.
 const unknownPosition = replica.LSN(math.MaxUint64)
 
-// replayed reports whether the replica at the other end of conn has
-// replayed pos, asking it; what it says also moves the replica's known
-// position on for every read.
-func (r *Reader) replayed(ctx context.Context, h *hostPool, conn *pgxpool.Conn, pos replica.LSN) bool {
+// replayed reports whether the replica h at the other end of conn has
+// replayed the position read c must see, asking it: one round trip on the
+// replica. When it has not, it is asked again, every few hundred
+// microseconds, while the read has waited less than replica_wait in all
+// (across the replicas it asks); the read's reason says whether it waited. What the replica says also moves
+// its known position on for every read.
+func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn) bool {
+	clk := r.p.clock
+	delay := firstReplayPoll
+	for waited := false; ; waited = true {
+		got, ok := r.replayPosition(c.ctx, h, conn)
+		if !ok {
+			return false
+		}
+		if got >= c.after {
+			c.reason = replica.CaughtUp
+			if waited {
+				c.reason = replica.Waited
+			}
+			return true
+		}
+		left := r.wait - c.spent
+		if left <= 0 {
+			return false
+		}
+		began := clk.Now()
+		t := clk.NewTimer(min(delay, left))
+		select {
+		case <-t.C():
+		case <-c.ctx.Done():
+			t.Stop()
+			return false
+		}
+		c.spent += clk.Now().Sub(began)
+		delay = min(2*delay, lastReplayPoll)
+	}
+}
+
+// The pauses between two questions to a replica that has not yet
+// replayed a read's position: a replica streaming from a busy primary is
+// usually a fraction of a millisecond behind.
+const (
+	firstReplayPoll = 200 * time.Microsecond
+	lastReplayPoll  = 2 * time.Millisecond
+)
+
+// replayPosition asks the replica h at the other end of conn how far it
+// has replayed, and records it.
+func (r *Reader) replayPosition(ctx context.Context, h *hostPool, conn *pgxpool.Conn) (replica.LSN, bool) {
 	var text *string
 	if err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn()::text").Scan(&text); err != nil || text == nil {
-		return false
+		return 0, false
 	}
 	got, err := replica.ParseLSN(*text)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	r.p.raiseLag(h.addr, got)
-	return got >= pos
+	return got, true
 }
 
 // PgxPool returns a genuine *pgxpool.Pool for reads, for libraries that
@@ -207,7 +357,8 @@ func (r *Reader) replayed(ctx context.Context, h *hostPool, conn *pgxpool.Conn, 
 // out only while its host would still take a read (a replica within
 // max_lag, or the primary while no replica is), so connections drift back
 // to the replicas as they recover. Reads are routed per connection, not
-// per statement: pin_after_write does not apply, and nothing is replayed.
+// per statement: read-your-writes (pin_after_write, replica_wait) and
+// causal tokens do not apply, and nothing is replayed.
 // It is built on first use; Pool.Close closes it.
 func (r *Reader) PgxPool() *pgxpool.Pool {
 	if f := r.follow.Load(); f != nil {

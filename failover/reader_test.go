@@ -437,6 +437,7 @@ func TestReplicaConfigChecked(t *testing.T) {
 		{"max_lag", func(r *failover.ReplicaConfig) { r.MaxLag = 500 * time.Millisecond }},
 		{"max_lag", func(r *failover.ReplicaConfig) { r.MaxLag = -time.Second }},
 		{"pin_after_write", func(r *failover.ReplicaConfig) { r.PinAfterWrite = -time.Second }},
+		{"replica_wait", func(r *failover.ReplicaConfig) { r.Wait = -time.Millisecond }},
 	} {
 		cfg, err := failover.ParseConfig("postgres://u:secret@127.0.0.1:1/db")
 		if err != nil {

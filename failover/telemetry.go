@@ -32,7 +32,7 @@ type telemetry struct {
 }
 
 // numReasons is the number of replica.Reason values.
-const numReasons = int(replica.Verify) + 1
+const numReasons = replica.NumReasons
 
 func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry, error) {
 	if mp == nil {
@@ -61,7 +61,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 		return nil, err
 	}
 	reads, err := m.Int64Counter("pgfailover.reads",
-		metric.WithDescription("Reads the Reader sent, by destination (replica or primary) and reason (eligible, verify, pinned, lagging, unavailable)."),
+		metric.WithDescription("Reads the Reader sent, by destination (replica or primary) and reason (eligible, caught_up, waited, pinned, lagging, unavailable)."),
 		metric.WithUnit("{read}"))
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 // readRouted counts a read the Reader sent, to a replica or the primary.
 func (t *telemetry) readRouted(ctx context.Context, reason replica.Reason) {
 	dest := 1
-	if reason == replica.Eligible || reason == replica.Verify {
+	if reason.OnReplica() {
 		dest = 0
 	}
 	t.reads.Add(ctx, 1, t.readAttrs[dest][reason]...)

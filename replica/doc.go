@@ -22,6 +22,13 @@
 // nothing replayed yet, no sample of the primary) is not eligible while a
 // gate is set: unknown is never taken for zero.
 //
+// Read-your-writes uses the same samples. A read made soon after a write
+// must see it: any replica that has replayed a position of the primary
+// sampled after the write holds it. A Sampler keeps the primary's newest
+// sample and says, for each such read, whether it serves or a new one
+// must be asked for, with at most one request in flight, shared by every
+// read that needs it; a sample of one primary never serves for another.
+//
 // Every function takes the time from its caller, so tests run on a fake
 // clock and never sleep.
 package replica

@@ -64,8 +64,9 @@ type Reason uint8
 const (
 	// Eligible: a replica within the gate took the read.
 	Eligible Reason = iota
-	// Pinned: a write completed less than PinAfterWrite ago, so the read
-	// goes to the primary.
+	// Pinned: a write completed less than PinAfterWrite ago and no
+	// replica was found to have replayed it (or no sample of the primary
+	// taken after it could be had), so the read goes to the primary.
 	Pinned
 	// Lagging: replicas were usable but none within the gate (or none
 	// known to have replayed the read's position), so the read goes to
@@ -77,7 +78,22 @@ const (
 	// position is not yet known to have reached the read's position; the
 	// caller checks on the replica itself before reading there.
 	Verify
+	// CaughtUp: a read that must see a position (after a write through the
+	// pool, or a causal read) went to a replica known, from its probe or
+	// from asking it, to have replayed it.
+	CaughtUp
+	// Waited: as CaughtUp, after waiting for the replica to replay the
+	// position.
+	Waited
 )
+
+// NumReasons is the number of Reason values.
+const NumReasons = int(Waited) + 1
+
+// OnReplica reports whether a read routed for r went to a replica.
+func (r Reason) OnReplica() bool {
+	return r == Eligible || r == Verify || r == CaughtUp || r == Waited
+}
 
 var reasonNames = [...]string{
 	Eligible:    "eligible",
@@ -85,6 +101,8 @@ var reasonNames = [...]string{
 	Lagging:     "lagging",
 	Unavailable: "unavailable",
 	Verify:      "verify",
+	CaughtUp:    "caught_up",
+	Waited:      "waited",
 }
 
 // String returns the reason's name as metrics show it.
@@ -194,6 +212,10 @@ func (rt *Router) oldestFresh(now time.Time) time.Time {
 	}
 	return now.Add(-rt.Policy.MaxLag)
 }
+
+// Pinned reports whether read r is pinned by a write through the pool:
+// one completed less than PinAfterWrite before it.
+func (rt *Router) Pinned(r Read) bool { return rt.pinned(r) }
 
 func (rt *Router) pinned(r Read) bool {
 	return rt.Policy.PinAfterWrite > 0 && !r.LastWrite.IsZero() && r.Now.Sub(r.LastWrite) < rt.Policy.PinAfterWrite

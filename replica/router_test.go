@@ -102,6 +102,7 @@ func TestReasonString(t *testing.T) {
 	for r, want := range map[replica.Reason]string{
 		replica.Eligible: "eligible", replica.Pinned: "pinned", replica.Lagging: "lagging",
 		replica.Unavailable: "unavailable", replica.Verify: "verify", replica.Reason(99): "Reason(99)",
+		replica.CaughtUp: "caught_up", replica.Waited: "waited",
 	} {
 		if r.String() != want {
 			t.Errorf("%d.String() = %q, want %q", r, r.String(), want)

@@ -44,9 +44,12 @@ func OpenDB(pool *failover.Pool) *sql.DB {
 // OpenReaderDB returns a *sql.DB for reads, over pool.Reader().PgxPool():
 // read-only sessions, each connection on a fresh-enough replica (same zone
 // first) or, while none is, the primary. Routing is per connection (see
-// Reader.PgxPool): pin_after_write does not apply, so read your own
-// writes through the DB that made them. A statement that writes fails.
-// Closing the DB does not close pool.
+// Reader.PgxPool), not per statement: read-your-writes (pin_after_write,
+// replica_wait) and causal tokens do not apply, so a statement may run on
+// a replica that has not yet replayed a write the Pool just made. Read
+// your own writes through pool.Reader(), or through the DB that made
+// them. A statement that writes fails. Closing the DB does not close
+// pool.
 func OpenReaderDB(pool *failover.Pool) *sql.DB {
 	db := sql.OpenDB(newConnector(pool, pool.Reader().PgxPool(), hosthealth.TargetAny))
 	db.SetMaxIdleConns(0)
