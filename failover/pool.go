@@ -60,6 +60,7 @@ type Pool struct {
 	// wake is closed, and replaced, when the first call starts waiting,
 	// so that the probes ask at once instead of at their next tick.
 	wake atomic.Pointer[chan struct{}]
+	classes classes // the classifier's verdicts on the statements seen
 	// lastWrite is the clock reading (Unix nanoseconds) when a call that
 	// may have written last succeeded.
 	lastWrite atomic.Int64
@@ -318,7 +319,7 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 		tag, err = conn.Exec(ctx, sql, args...)
 		err = explainRefusal(ctx, conn, err)
 		conn.Release()
-		return execPolicy(ctx, sql), err
+		return p.classes.execPolicy(ctx, sql), err
 	})
 	return tag, err
 }
