@@ -12,6 +12,7 @@ import (
 // write that follows must go out on a new connection and succeed, never
 // meet the FATAL waiting on the old one.
 func TestIdleKilledConnectionIsNeverUsed(t *testing.T) {
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=1&health_probe_interval=1h"))
