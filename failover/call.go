@@ -56,7 +56,7 @@ type call struct {
 	verify bool           // check that the replica picked has replayed after
 	behind []string       // replicas checked that had not replayed after
 	// connect: the host of a long-lived connection is being chosen
-	// (connectHost), so no pin after writes.
+	// (connectChain), so no pin after writes.
 	connect bool
 }
 
@@ -284,12 +284,7 @@ func (c *call) mark(f *failure, err error) {
 // call then retries, or ends with err as the verdict says.
 func (c *call) settle(v verdict, counts, callerDone bool, err error) error {
 	if counts {
-		c.attempts++
-		c.failed = append(c.failed, c.host.addr)
-		if c.backoff == nil {
-			c.backoff = newFullJitter(c.p.cfg.BackoffInitial, c.p.cfg.BackoffMax)
-		}
-		c.notBefore = c.p.clock.Now().Add(c.backoff.NextBackOff())
+		c.holdBack()
 	}
 	switch v {
 	case tryNext:
@@ -307,6 +302,17 @@ func (c *call) settle(v verdict, counts, callerDone bool, err error) error {
 	}
 	c.finish(err)
 	return err
+}
+
+// holdBack counts a failed attempt on c.host and holds the host back for
+// a backoff before the call may send there again.
+func (c *call) holdBack() {
+	c.attempts++
+	c.failed = append(c.failed, c.host.addr)
+	if c.backoff == nil {
+		c.backoff = newFullJitter(c.p.cfg.BackoffInitial, c.p.cfg.BackoffMax)
+	}
+	c.notBefore = c.p.clock.Now().Add(c.backoff.NextBackOff())
 }
 
 // timeLeft reports whether the failover budget has time left.

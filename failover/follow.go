@@ -2,11 +2,9 @@ package failover
 
 import (
 	"context"
-	"net"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
@@ -45,6 +43,13 @@ type follower struct {
 //     failover_max_duration, and then fails with the Pool's
 //     *FailoverError (ErrNoHost when every host is in the wrong role,
 //     ErrBudgetExhausted otherwise);
+//   - a connect its host refuses before the session is ready (the dial
+//     fails; the server is starting up, shutting down or full; it is in
+//     the wrong role) goes on to the next host that can take it, or to the
+//     same one after a backoff, within failover_max_attempts and
+//     failover_max_duration (see connectChain); a connect that fails in
+//     the end returns pgconn's connect error, with one line per attempt
+//     and the Pool's *FailoverError among its causes;
 //   - an idle connection is handed out only when a non-blocking peek finds
 //     nothing waiting on it (no FATAL, no end-of-file), its server has not
 //     reported a role the target refuses, and the Pool still ranks its host
@@ -111,27 +116,13 @@ func (p *Pool) newFollower(rt following) *follower {
 	userBeforeConnect := cfg.BeforeConnect
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
 		// ctx carries the acquiring caller's values; pgxpool ends it only
-		// when the pool closes, so the wait below is bounded by the budget.
-		h, err := connectHost(rt.newCall(ctx))
-		if err != nil {
+		// when the pool closes, so the waits are bounded by the budget.
+		// cc is this connection's own copy of the config: the chain points
+		// it at the chosen host, and at the others should that one refuse.
+		c := rt.newCall(ctx)
+		c.connect = true
+		if err := p.newConnectChain(&c, rt.target, f, cc); err != nil {
 			return err
-		}
-		// cc is this connection's own copy of the config: point it at h,
-		// with h's TLS variants and nothing else.
-		cc.Host, cc.Port = h.dial.Host, h.dial.Port
-		cc.TLSConfig = cloneTLS(h.dial.TLSConfig)
-		cc.Fallbacks = nil
-		for _, v := range h.dial.Fallbacks {
-			cc.Fallbacks = append(cc.Fallbacks, copyFallback(v))
-		}
-		cc.DialFunc = p.noteDialFailures(h, cc.DialFunc)
-		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
-			if err := p.checkRole(ctx, h, conn, rt.target); err != nil {
-				return err
-			}
-			conn.CustomData()[hostKey] = h
-			f.connected(h.addr)
-			return nil
 		}
 		if userBeforeConnect != nil {
 			return userBeforeConnect(ctx, cc)
@@ -147,37 +138,6 @@ func (p *Pool) newFollower(rt following) *follower {
 	}
 	f.pool = pool
 	return f
-}
-
-// connectHost chooses, through c, the host of a new connection of a
-// following pool (PgxPool's, the Reader's PgxPool's), waiting like a call
-// while none can take it.
-func connectHost(c call) (*hostPool, error) {
-	c.connect = true
-	h, err := c.pick()
-	if err != nil {
-		return nil, err
-	}
-	c.finish(nil) // ends the wait's episode, if it waited
-	return h, nil
-}
-
-// noteDialFailures wraps dial so that a host PgxPool's connections cannot
-// reach is marked down at once: the next connect waits for another host
-// instead of dialling it again before its probe notices.
-func (p *Pool) noteDialFailures(h *hostPool, dial pgconn.DialFunc) pgconn.DialFunc {
-	if dial == nil {
-		var d net.Dialer
-		dial = d.DialContext
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil && hosthealth.Classify(err) == hosthealth.Transport {
-			p.tracker.ObserveFailure(h.addr, hosthealth.Transport)
-			p.reroute()
-		}
-		return conn, err
-	}
 }
 
 // followerUsable reports whether an idle connection of PgxPool's may be

@@ -2,10 +2,13 @@ package failover_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
@@ -189,5 +192,107 @@ func TestPoolStatIsPgxpoolStat(t *testing.T) {
 		if _, ok := have.MethodByName(m.Name); !ok {
 			t.Errorf("failover.PoolStat lacks %s, which *pgxpool.Stat has", m.Name)
 		}
+	}
+}
+
+// TestPgxPoolConnectRefusedWaitsForAnotherHost: a new connection of
+// PgxPool's that its host refuses before the session is ready (57P03 from
+// a server shutting down) goes to the next host that can take it, as the
+// Pool's own calls do, instead of failing the caller's Acquire.
+func TestPgxPoolConnectRefusedWaitsForAnotherHost(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, next := c.Primary(), c.Replicas()[0]
+	pool := newPool(t, ctx, c.ConnString(""))
+	pp := pool.PgxPool()
+
+	// A session held open keeps a smart shutdown going: the server refuses
+	// every new connection with 57P03 and still answers the Pool's probe
+	// as a primary.
+	held, err := old.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- old.Stop(ctx, pgtest.Smart) }()
+	waitUntil(t, 30*time.Second, "the old primary to refuse new connections", func() bool {
+		conn, err := old.Connect(ctx)
+		if err == nil {
+			conn.Close(ctx)
+			return false
+		}
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr) && pgErr.Code == "57P03"
+	})
+	if err := c.Promote(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	conn, err := pp.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("PgxPool's Acquire while the old primary refuses connections: %v", err)
+	}
+	t.Logf("Acquire took %v", time.Since(start).Round(time.Millisecond))
+	port, err := connPort(ctx, conn)
+	conn.Release()
+	if err != nil || port != next.Port() {
+		t.Fatalf("connected to port %d (%v), want the new primary's %d", port, err, next.Port())
+	}
+
+	// The smart shutdown ends once its last sessions, the held one and
+	// the Pool's probe, are gone.
+	held.Close(ctx)
+	pool.Close()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPgxPoolConnectRefusedUntilTheBudgetEnds: while the only host refuses
+// new connections, PgxPool's Acquire tries again within
+// failover_max_duration and then fails with ErrBudgetExhausted, the
+// server's refusal among its causes.
+func TestPgxPoolConnectRefusedUntilTheBudgetEnds(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	n := c.Primary()
+	pool := newPool(t, ctx, c.ConnString("failover_max_duration=1s"))
+	pp := pool.PgxPool()
+
+	held, err := n.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- n.Stop(ctx, pgtest.Smart) }()
+	waitUntil(t, 30*time.Second, "the server to refuse new connections", func() bool {
+		conn, err := n.Connect(ctx)
+		if err == nil {
+			conn.Close(ctx)
+			return false
+		}
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr) && pgErr.Code == "57P03"
+	})
+
+	_, err = pp.Acquire(ctx)
+	var pgErr *pgconn.PgError
+	switch {
+	case !errors.Is(err, failover.ErrBudgetExhausted):
+		t.Errorf("Acquire: %v; want ErrBudgetExhausted", err)
+	case !errors.As(err, &pgErr) || pgErr.Code != "57P03":
+		t.Errorf("Acquire: %v; want the server's 57P03 among the causes", err)
+	case strings.Contains(err.Error(), c.Password()):
+		t.Errorf("the error holds the password: %v", err)
+	}
+	t.Logf("Acquire: %v", err)
+
+	held.Close(ctx)
+	pool.Close()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
 	}
 }

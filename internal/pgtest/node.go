@@ -32,6 +32,10 @@ const (
 	// Crash sends SIGKILL to the postmaster alone; its children notice and
 	// exit on their own, as after a real postmaster crash.
 	Crash
+	// Smart sends SIGTERM: the server refuses new connections (57P03,
+	// "the database system is shutting down") and stops once every
+	// session has ended, so Stop waits for them.
+	Smart
 )
 
 // String returns the mode's name.
@@ -43,6 +47,8 @@ func (m StopMode) String() string {
 		return "immediate"
 	case Crash:
 		return "crash"
+	case Smart:
+		return "smart"
 	}
 	return "StopMode(" + strconv.Itoa(int(m)) + ")"
 }
@@ -53,6 +59,8 @@ func (m StopMode) signal() syscall.Signal {
 		return syscall.SIGQUIT
 	case Crash:
 		return syscall.SIGKILL
+	case Smart:
+		return syscall.SIGTERM
 	}
 	return syscall.SIGINT
 }

@@ -1,0 +1,247 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+)
+
+// connectChain makes one new connection of a following pool (PgxPool's,
+// or the Reader's PgxPool's) go on to another host when the host chosen
+// for it refuses it before the session is ready: the dial fails, the
+// server says it is starting up or shutting down (57P03) or has too many
+// clients, or it is in a role the pool's target refuses. Nothing of the
+// caller's has run then, so the connect may move on, as the Pool's own
+// calls do: to the next usable host at once, to the same host after a
+// backoff, waiting while none can take it, within failover_max_attempts,
+// failover_max_duration and the caller's context.
+//
+// pgxpool gives no hook that could try a connect again, so the chain uses
+// pgconn's own: its list of fallback attempts, dialled in order until one
+// gives a session. The list holds, after the chosen host's connection
+// variants, every host's variants again, round after round; the chain's
+// DialFunc decides at each entry whether it is the one to dial (the host
+// chosen for the attempt under way) or to pass over at once. Each entry
+// keeps its host's own name and TLS settings, so verify-full checks the
+// certificate of the host actually dialled.
+//
+// pgconn runs a connect in one goroutine: the lookups of every entry
+// first, then the dials in order, each followed by its startup and the
+// role check. The chain's fields therefore need no lock.
+type connectChain struct {
+	p      *Pool
+	call   *call
+	target hosthealth.Target
+	dial   pgconn.DialFunc   // the configured dialer
+	lookup pgconn.LookupFunc // the configured resolver
+
+	entries []chainEntry
+	// addrs maps each address pgconn will dial, in order, to its entry:
+	// a host name that resolves to several addresses is dialled at each.
+	addrs    []int
+	resolved int // entries whose addresses are in addrs
+	dialled  int // DialFunc calls so far
+
+	current *hostPool // the host of the attempt under way, nil between attempts
+	round   int       // the round of the entries the attempt uses, -1 until one is dialled
+	reached bool      // the attempt's dial worked
+	refused bool      // the attempt's server was in the wrong role
+	err     error     // why the chain gave up; every later entry returns it
+}
+
+// chainEntry is one connection variant of one host in one round.
+type chainEntry struct {
+	h       *hostPool
+	round   int
+	variant *pgconn.FallbackConfig
+}
+
+// errPassedOver is what an entry returns when its host is not the one
+// chosen for the attempt under way. No connection is made.
+type errPassedOver struct{ addr string }
+
+func (e *errPassedOver) Error() string {
+	return "pgfailover: " + e.addr + " passed over: another host was chosen for this connection"
+}
+
+// errConnectFailed stands for an attempt that gave no session: its dial
+// failed, or (reached) its server ended the session before it was ready.
+// The server's own error is among the connect error's causes.
+type errConnectFailed struct {
+	addr    string
+	reached bool
+}
+
+func (e *errConnectFailed) Error() string {
+	if e.reached {
+		return "pgfailover: " + e.addr + " refused the new connection"
+	}
+	return "pgfailover: " + e.addr + " could not be reached for the new connection"
+}
+
+// errChainEnded is what the entries after the one that gave up return.
+var errChainEnded = errors.New("pgfailover: connect given up")
+
+// newConnectChain starts the chain for one connection through c: the
+// first host is chosen at once (waiting while none can take it), and cc
+// is pointed at the chain's entries. f records the hosts connected to.
+func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, cc *pgx.ConnConfig) error {
+	h, err := c.pick()
+	if err != nil {
+		return err
+	}
+	ch := &connectChain{p: p, call: c, target: target, dial: cc.DialFunc, lookup: cc.LookupFunc, current: h, round: -1}
+	if ch.dial == nil {
+		var d net.Dialer
+		ch.dial = d.DialContext
+	}
+	if ch.lookup == nil {
+		ch.lookup = net.DefaultResolver.LookupHost
+	}
+	ch.addEntries(h, 0)
+	hosts := p.routes.Load().table.list
+	for round := 1; round <= p.cfg.MaxAttempts; round++ {
+		for _, k := range hosts {
+			ch.addEntries(k, round)
+		}
+	}
+
+	first := ch.entries[0].variant
+	cc.Host, cc.Port, cc.TLSConfig = first.Host, first.Port, cloneTLS(first.TLSConfig)
+	cc.Fallbacks = nil
+	for _, e := range ch.entries[1:] {
+		cc.Fallbacks = append(cc.Fallbacks, copyFallback(e.variant))
+	}
+	cc.LookupFunc = ch.lookupFunc
+	cc.DialFunc = ch.dialFunc
+	cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
+		h := ch.current
+		if err := p.checkRole(ctx, h, conn, target); err != nil {
+			ch.refused = true
+			return err
+		}
+		conn.CustomData()[hostKey] = h
+		f.connected(h.addr)
+		ch.call.finish(nil) // ends the episode, if the connect had one
+		return nil
+	}
+	return nil
+}
+
+// addEntries appends host h's connection variants for round.
+func (ch *connectChain) addEntries(h *hostPool, round int) {
+	ch.entries = append(ch.entries, chainEntry{h: h, round: round, variant: &pgconn.FallbackConfig{
+		Host: h.dial.Host, Port: h.dial.Port, TLSConfig: h.dial.TLSConfig,
+	}})
+	for _, v := range h.dial.Fallbacks {
+		ch.entries = append(ch.entries, chainEntry{h: h, round: round, variant: v})
+	}
+}
+
+// lookupFunc resolves an entry's host with the configured resolver and
+// notes how many addresses pgconn will dial for it. pgconn looks up every
+// entry but unix sockets, in order.
+func (ch *connectChain) lookupFunc(ctx context.Context, host string) ([]string, error) {
+	ch.skipSockets()
+	addrs, err := ch.lookup(ctx, host)
+	if ch.resolved < len(ch.entries) {
+		for range addrs {
+			ch.addrs = append(ch.addrs, ch.resolved)
+		}
+		ch.resolved++
+	}
+	return addrs, err
+}
+
+// skipSockets notes the unix socket entries next in line, which pgconn
+// dials without a lookup.
+func (ch *connectChain) skipSockets() {
+	for ch.resolved < len(ch.entries) {
+		v := ch.entries[ch.resolved].variant
+		if network, _ := pgconn.NetworkAddress(v.Host, v.Port); network != "unix" {
+			return
+		}
+		ch.addrs = append(ch.addrs, ch.resolved)
+		ch.resolved++
+	}
+}
+
+// dialFunc dials the next address in pgconn's order if its entry belongs
+// to the host chosen for the attempt under way, choosing that host first
+// when the previous attempt has failed.
+func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net.Conn, error) {
+	ch.skipSockets()
+	if ch.dialled >= len(ch.addrs) {
+		// Not an address of the chain's (a DialFunc set by a user's
+		// BeforeConnect would not reach here): dial it as it is.
+		return ch.dial(ctx, network, addr)
+	}
+	e := ch.entries[ch.addrs[ch.dialled]]
+	ch.dialled++
+	if ch.err != nil {
+		return nil, errChainEnded
+	}
+	if ch.current != nil && ch.round >= 0 && (e.round != ch.round || e.h != ch.current) {
+		// The attempt's entries are behind: every one of them failed.
+		if err := ch.failed(); err != nil {
+			ch.err = err
+			return nil, err
+		}
+	}
+	if ch.current == nil {
+		h, err := ch.call.pick()
+		if err != nil {
+			ch.err = err
+			return nil, err
+		}
+		ch.current, ch.round = h, -1
+		if ctx.Err() != nil {
+			// The wait outlasted this entry's connect_timeout; the
+			// chosen host's next entry dials with a fresh one.
+			return nil, &errPassedOver{addr: e.h.addr}
+		}
+	}
+	if e.h != ch.current || (ch.round >= 0 && e.round != ch.round) {
+		return nil, &errPassedOver{addr: e.h.addr}
+	}
+	ch.round = e.round
+	conn, err := ch.dial(ctx, network, addr)
+	if err == nil {
+		ch.reached = true
+	}
+	return conn, err
+}
+
+// failed settles the attempt on ch.current, which did not give a session:
+// the host is marked as the Pool's calls mark it, and an attempt that
+// counts holds it back for a backoff. It returns the error that ends the
+// chain when the budget is spent.
+func (ch *connectChain) failed() error {
+	h := ch.current
+	ch.current = nil
+	reached, refused := ch.reached, ch.refused
+	ch.reached, ch.refused = false, false
+	if refused {
+		// checkRole recorded the role: the host is not chosen again while
+		// it has it, and a wrong role costs no attempt.
+		return nil
+	}
+	class, err := hosthealth.Transport, error(&errConnectFailed{addr: h.addr, reached: reached})
+	if reached {
+		class = hosthealth.Transient
+	}
+	c := ch.call
+	c.host = h
+	c.p.markFailed(h, class, err)
+	c.record(class, err)
+	c.holdBack()
+	if c.attempts >= c.p.cfg.MaxAttempts || !c.timeLeft() {
+		return c.giveUp(ErrBudgetExhausted, nil)
+	}
+	return nil
+}
