@@ -194,7 +194,9 @@ func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 
 	userShouldPing := cfg.ShouldPing
 	if userShouldPing == nil {
-		userShouldPing = func(_ context.Context, params pgxpool.ShouldPingParams) bool { return params.IdleDuration > time.Second }
+		userShouldPing = func(_ context.Context, params pgxpool.ShouldPingParams) bool {
+			return params.IdleDuration > time.Second
+		}
 	}
 	cfg.ShouldPing = func(ctx context.Context, params pgxpool.ShouldPingParams) bool {
 		if st := stateOf(params.Conn); st != nil {

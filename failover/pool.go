@@ -60,10 +60,11 @@ type Pool struct {
 	// wake is closed, and replaced, when the first call starts waiting,
 	// so that the probes ask at once instead of at their next tick.
 	wake atomic.Pointer[chan struct{}]
-	classes classes // the classifier's verdicts on the statements seen
 	// lastWrite is the clock reading (Unix nanoseconds) when a call that
 	// may have written last succeeded.
 	lastWrite atomic.Int64
+
+	classes classes // the classifier's verdicts on the statements seen
 
 	hostGauge  metric.Registration // the pgfailover.host.state callback
 	steerGauge metric.Registration // the steerer's gauges, if it has any
