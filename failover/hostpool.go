@@ -76,8 +76,8 @@ type hostPool struct {
 // newHostPool builds the pgxpools of host h. No connection is made here
 // (unless the user asked for pool_min_conns, which pgxpool opens in the
 // background); every new connection checks the server's role, and every
-// acquire checks that the connection has not been killed while it sat
-// idle.
+// acquire of a connection that rested longer than peekAfterIdle checks
+// that it has not been killed while it sat idle.
 func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{})}
 	cfg := p.cfg.hostConfig(h)
