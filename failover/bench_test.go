@@ -71,9 +71,13 @@ func startBench(b *testing.B, replicas bool) benchPools {
 }
 
 // compareCPU compares op through bare (pool=pgxpool) and ours
-// (pool=name), serially and on parallelism goroutines.
-func compareCPU[Q any](b *testing.B, bare, ours Q, name string, op func(Q) error) {
-	for _, g := range []int{1, parallelism} {
+// (pool=name), on each number of goroutines given: serially and on
+// parallelism goroutines when none is.
+func compareCPU[Q any](b *testing.B, bare, ours Q, name string, op func(Q) error, goroutines ...int) {
+	if len(goroutines) == 0 {
+		goroutines = []int{1, parallelism}
+	}
+	for _, g := range goroutines {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
 			cpubench.CompareParallel(b, [2]cpubench.Side{
 				{Name: "pool=pgxpool", Op: func() error { return op(bare) }},
@@ -195,14 +199,7 @@ func BenchmarkReaderQueryRowCPU(b *testing.B) {
 //	benchstat -col /pool scaling.txt
 func BenchmarkQueryRowScalingCPU(b *testing.B) {
 	bp := startBench(b, false)
-	for _, g := range []int{1, 4, 16, 64} {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			cpubench.CompareParallel(b, [2]cpubench.Side{
-				{Name: "pool=pgxpool", Op: func() error { return selectOne(rowQuerier(bp.bare)) }},
-				{Name: "pool=failover", Op: func() error { return selectOne(rowQuerier(bp.pool)) }},
-			}, g)
-		})
-	}
+	compareCPU(b, rowQuerier(bp.bare), rowQuerier(bp.pool), "failover", selectOne, 1, 4, 16, 64)
 }
 
 // BenchmarkCausalExec measures what recording a write's WAL position for
