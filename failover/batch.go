@@ -76,7 +76,7 @@ func (br *batchResults) send() error {
 
 // policy is the retry policy of the batch given what reached the caller.
 func (br *batchResults) policy() policy {
-	p := batchPolicy(br.ctx, br.batch)
+	p := br.call.p.classes.batchPolicy(br.ctx, br.batch)
 	if br.read {
 		p = p.delivered()
 	}
@@ -179,7 +179,7 @@ func (br *batchResults) Close() error {
 		if err != nil {
 			return br.call.done(err, br.policy().delivered())
 		}
-		return br.call.done(nil, batchPolicy(br.ctx, br.batch)&mayWrite)
+		return br.call.done(nil, br.call.p.classes.batchPolicy(br.ctx, br.batch)&mayWrite)
 	}
 	return err
 }

@@ -2,9 +2,11 @@ package failover_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
@@ -12,141 +14,192 @@ import (
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
-// queryRowRuns counts the runs of BenchmarkQueryRow, so that each run
-// swaps which pool goes first and neither gains from the order.
-var queryRowRuns int
-
-// BenchmarkQueryRow runs QueryRow("SELECT 1") through bare pgxpool and
-// through failover.Pool against the same local server in one run, so that
-// benchstat can compare them:
+// The happy-path benchmarks run one operation through bare pgxpool and
+// through failover.Pool against the same local server in one run, and
+// report each side's client CPU per operation and their ratio (see
+// cpubench; cpu-ratio is failover's CPU over pgxpool's) beside wall time
+// and allocations. Each runs serially (goroutines=1) and on parallelism
+// goroutines at once (goroutines=8), as b.RunParallel would:
 //
-//	go test -run '^$' -bench QueryRow -count 20 ./failover/ > bench.txt
-//	benchstat -col /pool bench.txt
-func BenchmarkQueryRow(b *testing.B) {
-	ctx := context.Background()
-	c := pgtest.Start(b, pgtest.Options{})
-	dsn := c.Primary().ConnString("pool_max_conns=4")
+//	go test -run '^$' -bench 'CPU' -count 10 ./failover/ > cpu.txt
+//	benchstat -col /pool cpu.txt
 
-	bare, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bare.Close()
-	pool, err := failover.New(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
+// parallelism is how many goroutines the parallel rows run: twice the
+// pool's connections (pool_max_conns=4), so that callers also wait for
+// connections, as they do on a busy service.
+const parallelism = 8
 
-	type queryRower interface {
-		QueryRow(context.Context, string, ...any) pgx.Row
-	}
-	bench := func(name string, q queryRower) func() {
-		return func() {
-			b.Run("pool="+name, func(b *testing.B) {
-				var n int
-				// Connect outside the timed loop.
-				if err := q.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					if err := q.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
-	}
-	first, second := bench("pgxpool", bare), bench("failover", pool)
-	if queryRowRuns%2 == 1 {
-		first, second = second, first
-	}
-	queryRowRuns++
-	first()
-	second()
+// benchPools is what a happy-path benchmark compares.
+type benchPools struct {
+	bare        *pgxpool.Pool // on the primary
+	bareReplica *pgxpool.Pool // on the replica, with replicas
+	pool        *failover.Pool
 }
 
-// cpuPools starts a server and returns a bare pgxpool and a failover.Pool
-// on it, with the same connection string.
-func cpuPools(b *testing.B) (*pgxpool.Pool, *failover.Pool) {
+// startBench starts a server (and with replicas, a streaming replica) and
+// returns a bare pgxpool on each server and a failover.Pool on them all,
+// with pool_max_conns=4.
+func startBench(b *testing.B, replicas bool) benchPools {
 	ctx := context.Background()
-	c := pgtest.Start(b, pgtest.Options{})
-	dsn := c.Primary().ConnString("pool_max_conns=4")
-	bare, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
+	opts := pgtest.Options{}
+	if replicas {
+		opts.Replicas = 1
 	}
-	b.Cleanup(bare.Close)
+	c := pgtest.Start(b, opts)
+	const params = "pool_max_conns=4"
+	open := func(dsn string) *pgxpool.Pool {
+		p, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(p.Close)
+		return p
+	}
+	bp := benchPools{bare: open(c.Primary().ConnString(params))}
+	dsn := c.Primary().ConnString(params)
+	if replicas {
+		bp.bareReplica = open(c.Replicas()[0].ConnString(params))
+		dsn = c.ConnString(params)
+	}
 	pool, err := failover.New(ctx, dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	return bare, pool
+	bp.pool = pool
+	return bp
 }
 
-// BenchmarkQueryRowCPU measures the client's CPU time per
-// QueryRow("SELECT 1").Scan through bare pgxpool and through failover.Pool
-// against the same local server (see cpubench; cpu-ratio is failover's CPU
-// over pgxpool's):
-//
-//	go test -run '^$' -bench QueryRowCPU -count 10 ./failover/ > cpu.txt
-//	benchstat -col /pool cpu.txt
-func BenchmarkQueryRowCPU(b *testing.B) {
-	ctx := context.Background()
-	bare, pool := cpuPools(b)
+// compareCPU compares op through bare (pool=pgxpool) and ours
+// (pool=name), on each number of goroutines given: serially and on
+// parallelism goroutines when none is.
+func compareCPU[Q any](b *testing.B, bare, ours Q, name string, op func(Q) error, goroutines ...int) {
+	if len(goroutines) == 0 {
+		goroutines = []int{1, parallelism}
+	}
+	for _, g := range goroutines {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			cpubench.CompareParallel(b, [2]cpubench.Side{
+				{Name: "pool=pgxpool", Op: func() error { return op(bare) }},
+				{Name: "pool=" + name, Op: func() error { return op(ours) }},
+			}, g)
+		})
+	}
+}
+
+// execer is Exec, which the Reader does not have.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// rowQuerier is what the Reader has in common with them.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// selectOne is QueryRow("SELECT 1").Scan.
+func selectOne[Q rowQuerier](q Q) error {
 	var v int
-	cpubench.Compare(b, [2]cpubench.Side{
-		{Name: "pool=pgxpool", Op: func() error { return bare.QueryRow(ctx, "SELECT 1").Scan(&v) }},
-		{Name: "pool=failover", Op: func() error { return pool.QueryRow(ctx, "SELECT 1").Scan(&v) }},
-	})
+	return q.QueryRow(context.Background(), "SELECT 1").Scan(&v)
 }
 
-// BenchmarkExecCPU is BenchmarkQueryRowCPU for Exec of a one-row INSERT,
-// the path that classifies its SQL and notes the write on success.
+// BenchmarkQueryRowCPU compares QueryRow("SELECT 1").Scan.
+func BenchmarkQueryRowCPU(b *testing.B) {
+	bp := startBench(b, false)
+	compareCPU(b, rowQuerier(bp.bare), rowQuerier(bp.pool), "failover", selectOne)
+}
+
+// BenchmarkExecCPU compares Exec of a one-row INSERT, the path that
+// classifies its SQL and notes the write on success.
 func BenchmarkExecCPU(b *testing.B) {
 	ctx := context.Background()
-	bare, pool := cpuPools(b)
-	if _, err := bare.Exec(ctx, "CREATE UNLOGGED TABLE bench_exec (v int)"); err != nil {
+	bp := startBench(b, false)
+	if _, err := bp.bare.Exec(ctx, "CREATE UNLOGGED TABLE bench_exec (v int)"); err != nil {
 		b.Fatal(err)
 	}
-	const insert = "INSERT INTO bench_exec (v) VALUES ($1)"
-	cpubench.Compare(b, [2]cpubench.Side{
-		{Name: "pool=pgxpool", Op: func() error { _, err := bare.Exec(ctx, insert, 1); return err }},
-		{Name: "pool=failover", Op: func() error { _, err := pool.Exec(ctx, insert, 1); return err }},
+	compareCPU(b, execer(bp.bare), execer(bp.pool), "failover", func(q execer) error {
+		_, err := q.Exec(ctx, "INSERT INTO bench_exec (v) VALUES ($1)", 1)
+		return err
 	})
 }
 
-// BenchmarkReaderQueryRowCPU is BenchmarkQueryRowCPU for reads on a
-// replica: bare pgxpool connected to the replica beside the Pool's Reader,
-// which routes to that same replica.
-//
-//	go test -run '^$' -bench ReaderQueryRowCPU -count 10 ./failover/ > cpu.txt
-//	benchstat -col /pool cpu.txt
+// BenchmarkQueryCPU compares Query of 100 rows, each scanned.
+func BenchmarkQueryCPU(b *testing.B) {
+	ctx := context.Background()
+	bp := startBench(b, false)
+	compareCPU(b, rowQuerier(bp.bare), rowQuerier(bp.pool), "failover", func(q rowQuerier) error {
+		rows, err := q.Query(ctx, "SELECT generate_series(1, 100)")
+		if err != nil {
+			return err
+		}
+		var v, n int
+		for rows.Next() {
+			if err := rows.Scan(&v); err != nil {
+				return err
+			}
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if n != 100 {
+			return fmt.Errorf("%d rows, want 100", n)
+		}
+		return nil
+	})
+}
+
+// BenchmarkSendBatchCPU compares SendBatch of ten reads, each result
+// scanned.
+func BenchmarkSendBatchCPU(b *testing.B) {
+	ctx := context.Background()
+	bp := startBench(b, false)
+	compareCPU(b, rowQuerier(bp.bare), rowQuerier(bp.pool), "failover", func(q rowQuerier) error {
+		batch := &pgx.Batch{}
+		for i := range 10 {
+			batch.Queue("SELECT $1::int", i)
+		}
+		br := q.SendBatch(ctx, batch)
+		var v int
+		for range 10 {
+			if err := br.QueryRow().Scan(&v); err != nil {
+				br.Close()
+				return err
+			}
+		}
+		return br.Close()
+	})
+}
+
+// BenchmarkReaderQueryRowCPU compares QueryRow("SELECT 1").Scan on a
+// replica: bare pgxpool connected to the replica beside the Pool's
+// Reader, which routes to that same replica (pool=reader).
 func BenchmarkReaderQueryRowCPU(b *testing.B) {
 	ctx := context.Background()
-	c := pgtest.Start(b, pgtest.Options{Replicas: 1})
-	bare, err := pgxpool.New(ctx, c.Replicas()[0].ConnString("pool_max_conns=4"))
-	if err != nil {
+	bp := startBench(b, true)
+	reader := bp.pool.Reader()
+	var port, want int
+	if err := bp.bareReplica.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&want); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(bare.Close)
-	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=4"))
-	if err != nil {
-		b.Fatal(err)
+	if err := reader.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil || port != want {
+		b.Fatalf("the Reader reads from %d (%v), not the replica at %d", port, err, want)
 	}
-	b.Cleanup(pool.Close)
-	var port int
-	if err := pool.Reader().QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil || port != c.Replicas()[0].Port() {
-		b.Fatalf("the Reader reads from %d (%v), not the replica", port, err)
-	}
-	reader := pool.Reader()
-	var v int
-	cpubench.Compare(b, [2]cpubench.Side{
-		{Name: "pool=pgxpool", Op: func() error { return bare.QueryRow(ctx, "SELECT 1").Scan(&v) }},
-		{Name: "pool=reader", Op: func() error { return reader.QueryRow(ctx, "SELECT 1").Scan(&v) }},
-	})
+	compareCPU(b, rowQuerier(bp.bareReplica), rowQuerier(reader), "reader", selectOne)
+}
+
+// BenchmarkQueryRowScalingCPU is BenchmarkQueryRowCPU from 1 to 64
+// goroutines sharing the pool's 4 connections: per-op CPU on each side as
+// callers are added, to show that the Pool's per-call bookkeeping grows
+// no faster with contention than pgxpool's own.
+//
+//	go test -run '^$' -bench QueryRowScalingCPU -count 10 ./failover/ > scaling.txt
+//	benchstat -col /pool scaling.txt
+func BenchmarkQueryRowScalingCPU(b *testing.B) {
+	bp := startBench(b, false)
+	compareCPU(b, rowQuerier(bp.bare), rowQuerier(bp.pool), "failover", selectOne, 1, 4, 16, 64)
 }
 
 // BenchmarkCausalExec measures what recording a write's WAL position for
@@ -157,14 +210,14 @@ func BenchmarkReaderQueryRowCPU(b *testing.B) {
 //	benchstat -col /pool causal.txt
 func BenchmarkCausalExec(b *testing.B) {
 	ctx := context.Background()
-	bare, pool := cpuPools(b)
-	if _, err := bare.Exec(ctx, "CREATE UNLOGGED TABLE bench_causal (v int)"); err != nil {
+	bp := startBench(b, false)
+	if _, err := bp.bare.Exec(ctx, "CREATE UNLOGGED TABLE bench_causal (v int)"); err != nil {
 		b.Fatal(err)
 	}
 	const insert = "INSERT INTO bench_causal (v) VALUES ($1)"
 	tokCtx := failover.WithCausalToken(ctx, new(failover.CausalToken))
 	cpubench.Compare(b, [2]cpubench.Side{
-		{Name: "pool=failover", Op: func() error { _, err := pool.Exec(ctx, insert, 1); return err }},
-		{Name: "pool=causal", Op: func() error { _, err := pool.Exec(tokCtx, insert, 1); return err }},
+		{Name: "pool=failover", Op: func() error { _, err := bp.pool.Exec(ctx, insert, 1); return err }},
+		{Name: "pool=causal", Op: func() error { _, err := bp.pool.Exec(tokCtx, insert, 1); return err }},
 	})
 }

@@ -67,6 +67,8 @@ type Pool struct {
 	// may have written last succeeded.
 	lastWrite atomic.Int64
 
+	classes classes // the classifier's verdicts on the statements seen
+
 	hostGauge  metric.Registration // the pgfailover.host.state callback
 	steerGauge metric.Registration // the steerer's gauges, if it has any
 
@@ -321,7 +323,7 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 		tag, err = conn.Exec(ctx, sql, args...)
 		err = explainRefusal(ctx, conn, err)
 		conn.Release()
-		return execPolicy(ctx, sql), err
+		return p.classes.execPolicy(ctx, sql), err
 	})
 	return tag, err
 }

@@ -2,6 +2,9 @@ package failover
 
 import (
 	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
@@ -43,22 +46,77 @@ func modeOf(ctx context.Context) replayMode {
 	return m
 }
 
+// classes remembers which statements the classifier found replay-safe,
+// so that a statement the application sends over and over (the usual
+// case: SQL is written in code, its values are parameters) is read once.
+// Every statement's policy is needed, its success included: on success
+// the policy says whether the call may have written, which arms the
+// Reader's pin_after_write and advances a CausalToken (see call.done).
+//
+// A lookup writes nothing shared: the map is replaced, never modified, so
+// callers on every core read it without a lock. It holds at most
+// classesMax statements of at most classesMaxLen bytes; others are
+// classified on every call, as they all were before.
+type classes struct {
+	known atomic.Pointer[map[string]bool] // statement → replay-safe
+	mu    sync.Mutex                      // serializes the copies made to add a statement; no I/O while held
+}
+
+const (
+	classesMax    = 1024
+	classesMaxLen = 4096
+)
+
+// replaySafe reports whether sql is replay-safe (sqlclass.ReplaySafe).
+func (k *classes) replaySafe(sql string) bool {
+	var known map[string]bool
+	if m := k.known.Load(); m != nil {
+		known = *m
+		if safe, ok := known[sql]; ok {
+			return safe
+		}
+	}
+	safe := sqlclass.ReplaySafe(sql)
+	if len(known) < classesMax && len(sql) <= classesMaxLen {
+		k.add(sql, safe)
+	}
+	return safe
+}
+
+// add publishes a copy of the map with sql added.
+func (k *classes) add(sql string, safe bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var old map[string]bool
+	if m := k.known.Load(); m != nil {
+		old = *m
+	}
+	if _, ok := old[sql]; ok || len(old) >= classesMax {
+		return
+	}
+	next := make(map[string]bool, len(old)+1)
+	for q, v := range old {
+		next[q] = v
+	}
+	next[strings.Clone(sql)] = safe
+	k.known.Store(&next)
+}
+
 // queryPolicy is the policy of a query none of whose rows reached the
 // caller yet. It is computed when the query ends, failed or not: after a
 // failure it says whether the query may run again, and after a success
-// its writes bit says whether the query may have written, which arms the
-// Reader's pin_after_write and advances a CausalToken (see call.done). So,
-// unless the context sets the replay mode, the classifier reads the SQL of
-// every statement, successful ones included, as execPolicy and
-// batchPolicy do.
-func queryPolicy(ctx context.Context, sql string) policy {
+// its writes bit says whether the query may have written. Unless the
+// context sets the replay mode, it is the classifier's verdict on the
+// SQL, read once per distinct statement (classes), as for execPolicy and
+// batchPolicy.
+func (k *classes) queryPolicy(ctx context.Context, sql string) policy {
 	switch modeOf(ctx) {
 	case replayAlways:
 		return idempotent
 	case replayNever:
 		return writeOnce
 	}
-	if sqlclass.ReplaySafe(sql) {
+	if k.replaySafe(sql) {
 		return idempotent
 	}
 	return writeOnce
@@ -68,8 +126,8 @@ func queryPolicy(ctx context.Context, sql string) policy {
 // statement reached a server, whatever the context says; a read cut off in
 // flight is a plain error, anything else (and anything under NoRetry) has
 // an unknown outcome.
-func execPolicy(ctx context.Context, sql string) policy {
-	if modeOf(ctx) != replayNever && sqlclass.ReplaySafe(sql) {
+func (k *classes) execPolicy(ctx context.Context, sql string) policy {
+	if modeOf(ctx) != replayNever && k.replaySafe(sql) {
 		return readOnce
 	}
 	return writeOnce
@@ -77,7 +135,7 @@ func execPolicy(ctx context.Context, sql string) policy {
 
 // batchPolicy is the policy of a batch none of whose results reached the
 // caller: replayable only when every statement in it is.
-func batchPolicy(ctx context.Context, b *pgx.Batch) policy {
+func (k *classes) batchPolicy(ctx context.Context, b *pgx.Batch) policy {
 	switch modeOf(ctx) {
 	case replayAlways:
 		return idempotent
@@ -85,7 +143,7 @@ func batchPolicy(ctx context.Context, b *pgx.Batch) policy {
 		return writeOnce
 	}
 	for _, q := range b.QueuedQueries {
-		if !sqlclass.ReplaySafe(q.SQL) {
+		if !k.replaySafe(q.SQL) {
 			return writeOnce
 		}
 	}

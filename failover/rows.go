@@ -74,21 +74,21 @@ func (r *row) Scan(dest ...any) error {
 		switch {
 		case err == nil && !got:
 			err = pgx.ErrNoRows
-			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&mayWrite)
+			r.err = r.call.done(nil, r.call.p.classes.queryPolicy(r.ctx, r.sql)&mayWrite)
 		case err == nil:
 			err = scanErr
-			r.err = r.call.done(nil, queryPolicy(r.ctx, r.sql)&mayWrite)
+			r.err = r.call.done(nil, r.call.p.classes.queryPolicy(r.ctx, r.sql)&mayWrite)
 		case got && scanErr == nil:
 			// The row reached dest and then the connection failed. A
 			// replay-safe read runs again: its one row is scanned into
 			// dest again, whole, so nothing of the two executions mixes.
-			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql))
+			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.ctx, r.sql))
 		case got:
 			// The row could not be scanned; what failed after it is not
 			// replayed.
-			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql)&mayWrite)
+			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.ctx, r.sql)&mayWrite)
 		default:
-			r.err = r.call.done(err, queryPolicy(r.ctx, r.sql))
+			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.ctx, r.sql))
 		}
 		if r.err == errRetry {
 			r.err = nil
@@ -162,7 +162,7 @@ func (r *rows) start() error {
 		}
 		err = explainRefusal(r.ctx, conn, err)
 		conn.Release()
-		return queryPolicy(r.ctx, r.sql), err
+		return r.call.p.classes.queryPolicy(r.ctx, r.sql), err
 	})
 }
 
@@ -193,7 +193,7 @@ func (r *rows) Next() bool {
 // policy is the retry policy for err, given what reached the caller. On
 // success it says whether the query may have written.
 func (r *rows) policy(err error) policy {
-	p := queryPolicy(r.ctx, r.sql)
+	p := r.call.p.classes.queryPolicy(r.ctx, r.sql)
 	if err == nil {
 		return p & mayWrite
 	}

@@ -116,7 +116,10 @@ func (t *tx) deadBeforeCommit() error {
 // non-blocking peek; only when something is waiting does it read it.
 func (t *tx) diedIdle() error {
 	pc := t.Tx.Conn().PgConn()
-	pk, _ := pc.CustomData()[peekKey].(*netconn.Peeker)
+	var pk *netconn.Peeker
+	if st := stateOf(t.Tx.Conn()); st != nil {
+		pk = st.peek
+	}
 	switch pk.Peek() {
 	case netconn.PeekClosed:
 		return errConnClosedIdle

@@ -3,6 +3,7 @@ package stdlib_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 
 	pgxstdlib "github.com/jackc/pgx/v5/stdlib"
@@ -33,7 +34,7 @@ func BenchmarkOpenDBQueryRowCPU(b *testing.B) {
 	b.Cleanup(func() { pgxDB.Close() })
 	ourDB := stdlib.OpenDB(pool)
 	b.Cleanup(func() { ourDB.Close() })
-	compareQueryRow(b, pgxDB, ourDB)
+	compareQueryRow(b, pgxDB, ourDB, 1)
 }
 
 // BenchmarkSQLOpenQueryRowCPU is BenchmarkOpenDBQueryRowCPU for the DBs
@@ -41,7 +42,12 @@ func BenchmarkOpenDBQueryRowCPU(b *testing.B) {
 // server: pgx's driver on its own connections beside this one on a
 // failover.Pool, with database/sql keeping idle connections (ResetSession
 // and IsValid run on every statement). The difference is the whole cost of
-// the path, the peek before each reuse included.
+// the path, the peek before each reuse included. It runs serially
+// (goroutines=1) and on 8 goroutines at once (goroutines=8). Both DBs hold
+// at most 4 connections, all kept idle, as the failover.Pool under
+// sql.Open("pgfailover") does (pool_max_conns 4 on 2 cores), so that the
+// parallel row does not measure database/sql's default of 2 idle
+// connections closing and reopening pgx's.
 func BenchmarkSQLOpenQueryRowCPU(b *testing.B) {
 	c := pgtest.Start(b, pgtest.Options{})
 	dsn := c.Primary().ConnString("")
@@ -51,19 +57,28 @@ func BenchmarkSQLOpenQueryRowCPU(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { db.Close() })
+		db.SetMaxOpenConns(4)
+		db.SetMaxIdleConns(4)
 		return db
 	}
-	compareQueryRow(b, open("pgx"), open(stdlib.DriverName))
+	pgxDB, ourDB := open("pgx"), open(stdlib.DriverName)
+	for _, g := range []int{1, 8} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { compareQueryRow(b, pgxDB, ourDB, g) })
+	}
 }
 
-func compareQueryRow(b *testing.B, pgxDB, ourDB *sql.DB) {
+// compareQueryRow compares QueryRowContext("SELECT 1").Scan through pgxDB
+// and ourDB, on goroutines goroutines at once.
+func compareQueryRow(b *testing.B, pgxDB, ourDB *sql.DB, goroutines int) {
 	ctx := context.Background()
-	var v int
 	query := func(db *sql.DB) func() error {
-		return func() error { return db.QueryRowContext(ctx, "SELECT 1").Scan(&v) }
+		return func() error {
+			var v int
+			return db.QueryRowContext(ctx, "SELECT 1").Scan(&v)
+		}
 	}
-	cpubench.Compare(b, [2]cpubench.Side{
+	cpubench.CompareParallel(b, [2]cpubench.Side{
 		{Name: "driver=pgx", Op: query(pgxDB)},
 		{Name: "driver=pgfailover", Op: query(ourDB)},
-	})
+	}, goroutines)
 }

@@ -1,6 +1,8 @@
 package cpubench
 
 import (
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -14,7 +16,8 @@ type Side struct {
 	Op   func() error
 }
 
-// Round is how many operations one side runs before the other takes over.
+// Round is how many operations one side runs, per goroutine, before the
+// other takes over.
 const Round = 50
 
 // Compare runs a sub-benchmark for each side, sides[0]'s first. Each
@@ -29,29 +32,40 @@ const Round = 50
 // times it compares come from the same stretch of time. (Under -count,
 // testing repeats each sub-benchmark in place, all the counts of sides[0]
 // before those of sides[1], so no order could alternate between counts.)
-func Compare(b *testing.B, sides [2]Side) {
-	b.Run(sides[0].Name, measure(sides, 0))
-	b.Run(sides[1].Name, measure(sides, 1))
+func Compare(b *testing.B, sides [2]Side) { CompareParallel(b, sides, 1) }
+
+// CompareParallel is Compare with each round run by goroutines goroutines
+// at once, as b.RunParallel with that parallelism would run them: the
+// operations of a round are shared out among them, and a round ends when
+// all have finished. ns/op is wall time per operation, so under load it
+// falls as goroutines are added until something is saturated; cpu-ns/op
+// is the whole process's CPU per operation, including what the
+// goroutines spend waiting for each other (a lock, a pool's queue).
+// Operations run concurrently, so Op must be safe for concurrent use.
+// goroutines 1 runs the operations on the benchmark's own goroutine.
+func CompareParallel(b *testing.B, sides [2]Side, goroutines int) {
+	goroutines = max(goroutines, 1)
+	b.Run(sides[0].Name, measure(sides, 0, goroutines))
+	b.Run(sides[1].Name, measure(sides, 1, goroutines))
 }
 
 // measure returns the sub-benchmark of sides[me].
-func measure(sides [2]Side, me int) func(*testing.B) {
+func measure(sides [2]Side, me, goroutines int) func(*testing.B) {
 	other := 1 - me
+	round := Round * goroutines
 	return func(b *testing.B) {
 		// Connect and warm both sides outside the measurement.
-		run(b, sides[me].Op, Round)
-		run(b, sides[other].Op, Round)
+		run(b, sides[me].Op, round, goroutines)
+		run(b, sides[other].Op, round, goroutines)
 		b.ReportAllocs()
 		var user, sys time.Duration
 		var cpu [2]time.Duration
 		b.ResetTimer()
 		for done := 0; done < b.N; {
-			n := min(Round, b.N-done)
+			n := min(round, b.N-done)
 			u0, s0 := cpuTime(b)
-			for range n {
-				if err := sides[me].Op(); err != nil {
-					b.Fatal(err)
-				}
+			if err := runOps(sides[me].Op, n, goroutines); err != nil {
+				b.Fatal(err)
 			}
 			u1, s1 := cpuTime(b)
 			user += u1 - u0
@@ -59,7 +73,7 @@ func measure(sides [2]Side, me int) func(*testing.B) {
 			cpu[me] += u1 - u0 + s1 - s0
 			done += n
 			b.StopTimer()
-			cpu[other] += run(b, sides[other].Op, n)
+			cpu[other] += run(b, sides[other].Op, n, goroutines)
 			b.StartTimer()
 		}
 		b.StopTimer()
@@ -70,16 +84,45 @@ func measure(sides [2]Side, me int) func(*testing.B) {
 	}
 }
 
-// run runs op n times and returns the CPU time it took.
-func run(b *testing.B, op func() error, n int) time.Duration {
+// run runs op n times on goroutines goroutines and returns the CPU time
+// it took.
+func run(b *testing.B, op func() error, n, goroutines int) time.Duration {
 	u0, s0 := cpuTime(b)
-	for range n {
-		if err := op(); err != nil {
-			b.Fatal(err)
-		}
+	if err := runOps(op, n, goroutines); err != nil {
+		b.Fatal(err)
 	}
 	u1, s1 := cpuTime(b)
 	return u1 - u0 + s1 - s0
+}
+
+// runOps runs op n times in all, shared out among goroutines goroutines
+// (the caller's own when 1), and returns the first error.
+func runOps(op func() error, n, goroutines int) error {
+	if goroutines == 1 {
+		for range n {
+			if err := op(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var left atomic.Int64
+	left.Store(int64(n))
+	var first error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := op(); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // cpuTime returns the CPU time, user and system, this process has used so

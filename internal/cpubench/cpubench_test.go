@@ -2,6 +2,7 @@ package cpubench
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 )
 
@@ -49,7 +50,7 @@ func TestMeasure(t *testing.T) {
 	}
 	for me := range 2 {
 		calls = [2]int{}
-		r := testing.Benchmark(measure(sides, me))
+		r := testing.Benchmark(measure(sides, me, 1))
 		if r.N == 0 || calls[0] != calls[1] {
 			t.Fatalf("me=%d: N=%d, calls %v: want both sides run as often", me, r.N, calls)
 		}
@@ -77,8 +78,26 @@ func TestMeasureFails(t *testing.T) {
 	for bad := range 2 {
 		sides := [2]Side{{Name: "a", Op: func() error { return nil }}, {Name: "b", Op: func() error { return nil }}}
 		sides[bad].Op = func() error { return boom }
-		if r := testing.Benchmark(measure(sides, 0)); r.N != 0 {
+		if r := testing.Benchmark(measure(sides, 0, 1)); r.N != 0 {
 			t.Errorf("side %d failing: the benchmark ran %d times, want it failed", bad, r.N)
 		}
+	}
+}
+
+// TestCompareParallel runs each round on several goroutines: both sides
+// still run as often as each other, and an error fails the benchmark.
+func TestCompareParallel(t *testing.T) {
+	var calls [2]atomic.Int64
+	sides := [2]Side{
+		{Name: "a", Op: func() error { calls[0].Add(1); return nil }},
+		{Name: "b", Op: func() error { calls[1].Add(1); return nil }},
+	}
+	r := testing.Benchmark(measure(sides, 0, 8))
+	if r.N == 0 || calls[0].Load() != calls[1].Load() {
+		t.Fatalf("N=%d, calls %d and %d: want both sides run as often", r.N, calls[0].Load(), calls[1].Load())
+	}
+	sides[1].Op = func() error { return errors.New("boom") }
+	if r := testing.Benchmark(measure(sides, 0, 8)); r.N != 0 {
+		t.Errorf("a side failing on 8 goroutines: the benchmark ran %d times, want it failed", r.N)
 	}
 }
