@@ -55,16 +55,25 @@ func run(ctx context.Context, connString string, out io.Writer) error {
 		fmt.Fprintf(out, "read %d: %s\n", i+1, w)
 	}
 
-	// Read-your-writes: right after a write, reads go to the primary for
-	// pin_after_write (1 s by default).
+	// Read-your-writes: a read right after a write through the Pool sees
+	// it, on a replica that has replayed it or else on the primary.
 	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS visits (at timestamptz)"); err != nil {
 		return err
 	}
-	w, err := where(ctx)
-	if err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO visits VALUES (now())"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "read right after a write: %s\n", w)
+	var seen int
+	var port int
+	var standby bool
+	if err := reader.QueryRow(ctx, "SELECT count(*), current_setting('port')::int, pg_is_in_recovery() FROM visits").Scan(&seen, &port, &standby); err != nil {
+		return err
+	}
+	role := "primary"
+	if standby {
+		role = "replica"
+	}
+	fmt.Fprintf(out, "read right after a write sees %d visit(s), on the %s (port %d)\n", seen, role, port)
 
 	// A causal token: the write records the primary's WAL position, and a
 	// read that carries it goes to any replica that has replayed it.

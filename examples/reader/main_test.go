@@ -28,8 +28,8 @@ func TestReader(t *testing.T) {
 	t.Log("\n" + got)
 	for _, want := range []string{
 		": replica (port", // the first reads may come before the replicas' first samples
-		"read right after a write: primary",
-		"a read with the token sees 1 visit(s)",
+		"read right after a write sees 1 visit(s)",
+		"a read with the token sees 2 visit(s)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
