@@ -83,15 +83,14 @@ const (
 // pgx. The fallback attempts sslmode gives (the plain one of prefer, the
 // TLS one of allow) stay as ParseConfig derived them.
 //
-// Hooks: BeforeConnect, AfterRelease and BeforeClose reach every host's
-// pool unchanged (BeforeConnect also runs before the Pool's health-probe
-// connections, so rotated credentials apply to them). The Pool installs
-// its own ConnConfig.ValidateConnect, the role check that takes the place
-// of pgconn's target_session_attrs check; a ValidateConnect set here is
-// not called. It wraps AfterConnect, ShouldPing and PrepareConn with
-// hooks of its own that call the ones set here (or, when ShouldPing is
-// nil, pgxpool's default; when PrepareConn is nil, the deprecated
-// BeforeAcquire).
+// Hooks: BeforeConnect, AfterRelease, BeforeClose and ShouldPing reach
+// every host's pool unchanged (BeforeConnect also runs before the Pool's
+// health-probe connections, so rotated credentials apply to them). The
+// Pool installs its own ConnConfig.ValidateConnect, the role check that
+// takes the place of pgconn's target_session_attrs check; a
+// ValidateConnect set here is not called. It wraps AfterConnect and
+// PrepareConn with hooks of its own that call the ones set here (or, when
+// PrepareConn is nil, the deprecated BeforeAcquire).
 type Config struct {
 	// Config holds pgx's and pgxpool's settings: credentials, TLS, runtime
 	// parameters, the pool_* settings and the hooks, as described above.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,42 +14,9 @@ import (
 	"github.com/pgfailover/pgfailover/internal/netconn"
 )
 
-// peekKey is where a connection's connState lives in pgconn's
+// peekKey is where a connection's socket peeker lives in pgconn's
 // per-connection CustomData.
 const peekKey = "pgfailover.peek"
-
-// connState is what the Pool keeps on each of its connections.
-type connState struct {
-	peek *netconn.Peeker // nil when the socket cannot be peeked
-	// idle is how long the connection rested in its pool before the
-	// acquire under way, as pgxpool's ShouldPing hook reported it, or
-	// idleUnknown. quiet reads and clears it; only the goroutine
-	// acquiring the connection touches it.
-	idle time.Duration
-}
-
-// idleUnknown is connState.idle when no acquire reported one.
-const idleUnknown = time.Duration(-1)
-
-// peekAfterIdle is how long a connection must have rested in its pool for
-// quiet to peek at its socket before handing it out again. A peek costs a
-// system call, a few microseconds of client CPU on a small virtual
-// machine, which is several percent of a one-row query. A connection
-// reused back to back (a busy pool hands its connections from one caller
-// to the next within microseconds) rested too briefly for a server's
-// FATAL to be likely waiting on it: one that did arrive in those
-// microseconds is met by the statement, like a FATAL that arrives just
-// after it is sent, and the call's rules apply (a replay-safe read runs
-// again elsewhere, a write is reported with ErrCommitOutcomeUnknown,
-// nothing runs twice). A connection that rested longer than this is
-// always peeked.
-const peekAfterIdle = 100 * time.Microsecond
-
-// stateOf returns the Pool's state of conn, or nil.
-func stateOf(conn *pgx.Conn) *connState {
-	st, _ := conn.PgConn().CustomData()[peekKey].(*connState)
-	return st
-}
 
 // hostPool is the pgxpools of one host, and its probe.
 type hostPool struct {
@@ -76,8 +42,8 @@ type hostPool struct {
 // newHostPool builds the pgxpools of host h. No connection is made here
 // (unless the user asked for pool_min_conns, which pgxpool opens in the
 // background); every new connection checks the server's role, and every
-// acquire of a connection that rested longer than peekAfterIdle checks
-// that it has not been killed while it sat idle.
+// acquire checks that the connection has not been killed while it sat
+// idle.
 func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{})}
 	cfg := p.cfg.hostConfig(h)
@@ -174,35 +140,19 @@ func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, 
 	return nil
 }
 
-// installConnHooks wraps cfg's AfterConnect, ShouldPing and PrepareConn
-// with the Pool's: every new connection gets a socket peeker, each acquire
-// notes how long the connection rested (ShouldPing is told, and pgxpool
-// calls it just before PrepareConn), and an idle connection is handed out
-// only when ok says so. The user's hooks are called after the Pool's:
-// AfterConnect, ShouldPing (or else pgxpool's default, a ping after a
-// second's rest), and PrepareConn or else the deprecated BeforeAcquire,
-// which pgxpool would otherwise have honoured.
+// installConnHooks wraps cfg's AfterConnect and PrepareConn with the
+// Pool's: every new connection gets a socket peeker, and an idle
+// connection is handed out only when ok says so. The user's hooks are
+// called after the Pool's: AfterConnect, and PrepareConn or else the
+// deprecated BeforeAcquire, which pgxpool would otherwise have honoured.
 func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 	userAfterConnect := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		conn.PgConn().CustomData()[peekKey] = &connState{peek: netconn.NewPeeker(conn.PgConn().Conn()), idle: idleUnknown}
+		conn.PgConn().CustomData()[peekKey] = netconn.NewPeeker(conn.PgConn().Conn())
 		if userAfterConnect != nil {
 			return userAfterConnect(ctx, conn)
 		}
 		return nil
-	}
-
-	userShouldPing := cfg.ShouldPing
-	if userShouldPing == nil {
-		userShouldPing = func(_ context.Context, params pgxpool.ShouldPingParams) bool {
-			return params.IdleDuration > time.Second
-		}
-	}
-	cfg.ShouldPing = func(ctx context.Context, params pgxpool.ShouldPingParams) bool {
-		if st := stateOf(params.Conn); st != nil {
-			st.idle = params.IdleDuration
-		}
-		return userShouldPing(ctx, params)
 	}
 
 	userPrepare := cfg.PrepareConn
@@ -236,10 +186,10 @@ func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 
 // usable reports whether an idle connection of host h may be handed out.
 // It runs on every acquire, so it does no I/O beyond one non-blocking peek
-// at the socket of a connection that rested longer than peekAfterIdle:
-// anything already waiting on an idle connection (a FATAL from a shutdown,
-// an end-of-file, a role change after a promotion) means its state is
-// uncertain, so it is discarded before a statement is sent on it.
+// at the socket: anything already waiting on an idle connection (a FATAL
+// from a shutdown, an end-of-file, a role change after a promotion) means
+// its state is uncertain, so it is discarded before a statement is sent on
+// it.
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 	if !quiet(conn) {
 		return false
@@ -254,22 +204,13 @@ func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 }
 
 // quiet reports whether nothing is waiting on an idle connection's socket:
-// the peek of usable, for connections that serve either role. A
-// connection that rested less than peekAfterIdle is not peeked (see
-// peekAfterIdle); one whose rest was not reported is.
+// the peek of usable, for connections that serve either role.
 func quiet(conn *pgx.Conn) bool {
-	st := stateOf(conn)
-	if st == nil {
-		return true
-	}
-	idle := st.idle
-	st.idle = idleUnknown
-	if idle >= 0 && idle < peekAfterIdle {
-		return true
-	}
-	switch st.peek.Peek() {
-	case netconn.PeekPending, netconn.PeekClosed:
-		return false
+	if pk, _ := conn.PgConn().CustomData()[peekKey].(*netconn.Peeker); pk != nil {
+		switch pk.Peek() {
+		case netconn.PeekPending, netconn.PeekClosed:
+			return false
+		}
 	}
 	return true
 }

@@ -116,10 +116,7 @@ func (t *tx) deadBeforeCommit() error {
 // non-blocking peek; only when something is waiting does it read it.
 func (t *tx) diedIdle() error {
 	pc := t.Tx.Conn().PgConn()
-	var pk *netconn.Peeker
-	if st := stateOf(t.Tx.Conn()); st != nil {
-		pk = st.peek
-	}
+	pk, _ := pc.CustomData()[peekKey].(*netconn.Peeker)
 	switch pk.Peek() {
 	case netconn.PeekClosed:
 		return errConnClosedIdle
