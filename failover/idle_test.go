@@ -7,8 +7,8 @@ import (
 )
 
 // TestIdleKilledConnectionIsNeverUsed kills the backend of the Pool's one
-// pooled connection while it is idle (well past the rest below which the
-// Pool does not peek, and well short of pgxpool's one-second ping): the
+// pooled connection while it is idle (well short of pgxpool's one-second
+// ping): the
 // write that follows must go out on a new connection and succeed, never
 // meet the FATAL waiting on the old one.
 func TestIdleKilledConnectionIsNeverUsed(t *testing.T) {
