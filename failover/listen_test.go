@@ -133,16 +133,7 @@ func TestListenerClosesWithPool(t *testing.T) {
 	}
 
 	t.Run("idle", func(t *testing.T) {
-		pool, err := failover.New(ctx, c.ConnString("application_name=listen-idle"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
-		l, err := pool.Listen(ctx, "ch")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
+		pool, l := listenOnCh(t, ctx, c.ConnString("application_name=listen-idle"))
 		pool.Close()
 		if _, err := admin.Exec(ctx, "NOTIFY ch, 'after close'"); err != nil {
 			t.Fatal(err)
@@ -159,16 +150,7 @@ func TestListenerClosesWithPool(t *testing.T) {
 	})
 
 	t.Run("waiting", func(t *testing.T) {
-		pool, err := failover.New(ctx, c.ConnString("application_name=listen-waiting"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
-		l, err := pool.Listen(ctx, "ch")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
+		pool, l := listenOnCh(t, ctx, c.ConnString("application_name=listen-waiting"))
 		next := make(chan error, 1)
 		go func() {
 			_, err := l.Next(ctx)
@@ -185,4 +167,17 @@ func TestListenerClosesWithPool(t *testing.T) {
 		}
 		waitUntil(t, 30*time.Second, "the listener's session to end with the Pool", func() bool { return sessions("listen-waiting") == 0 })
 	})
+}
+
+// listenOnCh opens a Pool on dsn and a Listener on channel "ch"; both
+// close when the test ends.
+func listenOnCh(t *testing.T, ctx context.Context, dsn string) (*failover.Pool, *failover.Listener) {
+	t.Helper()
+	pool := newPool(t, ctx, dsn)
+	l, err := pool.Listen(ctx, "ch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return pool, l
 }

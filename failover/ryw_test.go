@@ -192,15 +192,14 @@ func ownWrite(ctx context.Context, pool *failover.Pool, i int) (got, port int, e
 	return got, port, err
 }
 
-// TestReadYourWritesWhileReplayIsPaused: with replay paused on every
-// replica under a background writer, no read misses the Pool's own
-// writes and they are read on the primary; once replay resumes, reads go
-// back to the replicas.
-func TestReadYourWritesWhileReplayIsPaused(t *testing.T) {
-	skipUnderShort(t)
+// startWritingService starts a primary with two replicas and a metered
+// Pool (params added to its connection string) with tables bg and own,
+// known to both replicas, and a background writer at 10 writes a second.
+func startWritingService(t *testing.T, params string) (*pgtest.Cluster, context.Context, *sdkmetric.ManualReader, *failover.Pool, *backgroundWriter) {
+	t.Helper()
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
 	ctx := testContext(t)
-	metrics, pool := newMeteredPool(t, ctx, c.ConnString(""))
+	metrics, pool := newMeteredPool(t, ctx, c.ConnString(params))
 	if _, err := pool.Exec(ctx, "CREATE TABLE bg (id serial, v int); CREATE TABLE own (v int)"); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +208,16 @@ func TestReadYourWritesWhileReplayIsPaused(t *testing.T) {
 	}
 	waitReplicasKnown(t, pool, 2)
 	w := startBackgroundWriter(t, ctx, pool, 100*time.Millisecond)
+	return c, ctx, metrics, pool, w
+}
+
+// TestReadYourWritesWhileReplayIsPaused: with replay paused on every
+// replica under a background writer, no read misses the Pool's own
+// writes and they are read on the primary; once replay resumes, reads go
+// back to the replicas.
+func TestReadYourWritesWhileReplayIsPaused(t *testing.T) {
+	skipUnderShort(t)
+	c, ctx, metrics, pool, w := startWritingService(t, "")
 	for _, r := range c.Replicas() {
 		if err := r.PauseReplay(ctx); err != nil {
 			t.Fatal(err)
@@ -251,17 +260,7 @@ func TestReadYourWritesWhileReplayIsPaused(t *testing.T) {
 // it, and reads go to the replicas of the new primary afterwards.
 func TestReadYourWritesAcrossPromotion(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
-	ctx := testContext(t)
-	metrics, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=200ms"))
-	if _, err := pool.Exec(ctx, "CREATE TABLE bg (id serial, v int); CREATE TABLE own (v int)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitReplicated(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitReplicasKnown(t, pool, 2)
-	w := startBackgroundWriter(t, ctx, pool, 100*time.Millisecond)
+	c, ctx, metrics, pool, w := startWritingService(t, "health_probe_interval=200ms")
 
 	var acked atomic.Int64 // the highest write acknowledged
 	var rounds, missed, failed atomic.Int64
