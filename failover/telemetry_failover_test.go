@@ -31,30 +31,32 @@ func points(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) []poin
 	for _, m := range collect(t, ctx, r) {
 		switch d := m.Data.(type) {
 		case metricdata.Sum[int64]:
-			for _, dp := range d.DataPoints {
-				out = append(out, point{m.Name, dp.Attributes, float64(dp.Value)})
-			}
+			out = valuePoints(out, m.Name, d.DataPoints)
 		case metricdata.Sum[float64]:
-			for _, dp := range d.DataPoints {
-				out = append(out, point{m.Name, dp.Attributes, dp.Value})
-			}
+			out = valuePoints(out, m.Name, d.DataPoints)
 		case metricdata.Gauge[int64]:
-			for _, dp := range d.DataPoints {
-				out = append(out, point{m.Name, dp.Attributes, float64(dp.Value)})
-			}
+			out = valuePoints(out, m.Name, d.DataPoints)
 		case metricdata.Gauge[float64]:
-			for _, dp := range d.DataPoints {
-				out = append(out, point{m.Name, dp.Attributes, dp.Value})
-			}
+			out = valuePoints(out, m.Name, d.DataPoints)
 		case metricdata.Histogram[float64]:
-			for _, dp := range d.DataPoints {
-				out = append(out, point{m.Name, dp.Attributes, float64(dp.Count)})
-			}
+			out = countPoints(out, m.Name, d.DataPoints)
 		case metricdata.Histogram[int64]:
-			for _, dp := range d.DataPoints {
-				out = append(out, point{m.Name, dp.Attributes, float64(dp.Count)})
-			}
+			out = countPoints(out, m.Name, d.DataPoints)
 		}
+	}
+	return out
+}
+
+func valuePoints[N int64 | float64](out []point, name string, dps []metricdata.DataPoint[N]) []point {
+	for _, dp := range dps {
+		out = append(out, point{name, dp.Attributes, float64(dp.Value)})
+	}
+	return out
+}
+
+func countPoints[N int64 | float64](out []point, name string, dps []metricdata.HistogramDataPoint[N]) []point {
+	for _, dp := range dps {
+		out = append(out, point{name, dp.Attributes, float64(dp.Count)})
 	}
 	return out
 }
