@@ -212,13 +212,15 @@ func (r *Reader) newPinnedCall(ctx context.Context) call {
 // Query runs a read and returns its rows, as Pool.Query does, on a replica
 // or (see Reader) the primary, in a read-only session.
 func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return startRows(r.newPinnedCall(ctx), ctx, sql, args)
+	c := r.newPinnedCall(ctx)
+	return startRows(&c, ctx, sql, args)
 }
 
 // QueryRow runs a read expected to return at most one row, as
 // Pool.QueryRow does, on a replica or the primary.
 func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return sendRow(r.newPinnedCall(ctx), ctx, sql, args)
+	c := r.newPinnedCall(ctx)
+	return sendRow(&c, ctx, sql, args)
 }
 
 // SendBatch sends a batch of reads, as Pool.SendBatch does, on a replica

@@ -15,21 +15,23 @@ import (
 // Scan may run the query again on another host when it failed before its
 // row reached the caller, under the same rules as Query.
 func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return sendRow(p.newCall(ctx), ctx, sql, args)
+	c := p.newCall(ctx)
+	return sendRow(&c, ctx, sql, args)
 }
 
 // sendRow acquires a connection for c and sends the query there. The row
 // that follows the call from then on comes from that connection's slab
-// (see rowSlab); c is copied into it.
-func sendRow(c call, ctx context.Context, sql string, args []any) *row {
+// (see rowSlab); c, which lives on the caller's stack, is copied into it.
+func sendRow(c *call, ctx context.Context, sql string, args []any) *row {
 	conn, err := c.acquire()
 	var r *row
 	if err == nil {
-		r = slabOf(conn).row()
+		r = slabOf(conn).row() // zero: never handed out before
 	} else {
 		r = new(row)
 	}
-	*r = row{ctx: ctx, sql: sql, args: args, call: c}
+	r.call = *c
+	r.ctx, r.sql, r.args = ctx, sql, args
 	if err != nil {
 		r.err = err
 		return r
@@ -155,13 +157,15 @@ var errScanPanicked = errors.New("pgfailover: an earlier Scan of this row panick
 // row has been delivered, a failure ends the rows with an error, and rows
 // from another execution are never added.
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return startRows(p.newCall(ctx), ctx, sql, args)
+	c := p.newCall(ctx)
+	return startRows(&c, ctx, sql, args)
 }
 
 // startRows sends the query through c to the first host that accepts it.
 // The rows that follow the call from then on come from the slab of the
-// connection they were sent on (see rowSlab); c is copied into them.
-func startRows(c call, ctx context.Context, sql string, args []any) (pgx.Rows, error) {
+// connection they were sent on (see rowSlab); c, which lives on the
+// caller's stack, is copied into them.
+func startRows(c *call, ctx context.Context, sql string, args []any) (pgx.Rows, error) {
 	var conn *pgxpool.Conn
 	var inner pgx.Rows
 	err := c.attempt(func(cn *pgxpool.Conn) (policy, error) {
@@ -175,8 +179,10 @@ func startRows(c call, ctx context.Context, sql string, args []any) (pgx.Rows, e
 	if err != nil {
 		return errRows{err: err}, err
 	}
-	r := slabOf(conn).rows()
-	*r = rows{ctx: ctx, sql: sql, args: args, call: c, conn: conn, inner: inner}
+	r := slabOf(conn).rows() // zero: never handed out before
+	r.call = *c
+	r.ctx, r.sql, r.args = ctx, sql, args
+	r.conn, r.inner = conn, inner
 	return r, nil
 }
 
