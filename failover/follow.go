@@ -51,9 +51,10 @@ type follower struct {
 //     the end returns pgconn's connect error, with one line per attempt
 //     and the Pool's *FailoverError among its causes;
 //   - an idle connection is handed out only when a non-blocking peek finds
-//     nothing waiting on it (no FATAL, no end-of-file), its server has not
-//     reported a role the target refuses, and the Pool still ranks its host
-//     usable for the target;
+//     nothing waiting on it (no FATAL, no end-of-file; skipped when its
+//     socket read an answer less than netconn.RecentRead ago), its server
+//     has not reported a role the target refuses, and the Pool still ranks
+//     its host usable for the target;
 //   - when a host it has connected to is found demoted, the pool is Reset:
 //     its idle connections close at once, those in use when released.
 //
