@@ -48,11 +48,15 @@ type Pool struct {
 	// while held; setHosts takes it with topoMu held, never the other way.
 	routeMu sync.Mutex
 	lag     *replica.Book // the replicas' freshness, from the probes and the Reader's checks
-	// topoMu serializes changes to the host set and guards sourced. No I/O
-	// while held: creating a host's pgxpool connects nothing.
+	// topoMu serializes changes to the host set and guards sourced and
+	// hints. No I/O while held: creating a host's pgxpool connects nothing.
 	topoMu  sync.Mutex
 	sourced []topology.Member // the topology source's last report
 	probing bool              // probe loops run; new hosts get one at once
+
+	// hints holds each probe loop's hint channel, by address (see
+	// hintPrimary).
+	hints map[string]chan struct{}
 
 	// waiting counts calls waiting for a usable host. While it is above
 	// zero the probes ask faster (see probeSchedule).
