@@ -120,7 +120,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, errors.New("pgfailover: the Config must be created by ParseConfig")
 	}
 	cfg = cfg.Copy()
-	if err := cfg.Replica.check(cfg.HealthProbeInterval); err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
 	tel, err := newTelemetry(cfg.MeterProvider, cfg.TracerProvider)
