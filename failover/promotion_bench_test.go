@@ -4,64 +4,100 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
-// BenchmarkPromotionLatency measures how soon after a promotion one Pool
-// writes on the new primary. Each drill runs four writers through a Pool
-// over a primary and its replica, kills the primary (immediate shutdown),
-// leaves the cluster without one for the outage (2s, or 100ms) while the
-// writers wait, and promotes the replica with pg_promote(). A plain pgx
+// BenchmarkPromotionLatency measures how soon after a promotion one pool
+// writes on the new primary, for a failover.Pool (pool=pgfailover) and,
+// beside it, for a bare pgxpool over the same multi-host string with
+// target_session_attrs=read-write (pool=pgxpool), whose writers try again
+// at once after an error, as an application on pgx alone has to. Each
+// drill runs four writers through the pool over a primary and its
+// replica, kills the primary (immediate shutdown), leaves the cluster
+// without one for the outage (2s, or 100ms) while the writers wait or
+// retry, and promotes the replica with pg_promote(). A plain pgx
 // connection to the replica, opened before the crash, tries a one-row
 // insert every quarter of a millisecond from the moment pg_promote() is
-// sent; the first insert it gets through is when the new primary accepts
-// writes. Reported, medians over the drills:
+// sent; when the first insert it gets through was sent is when the new
+// primary accepts writes, give or take the poll gap (see pollWritable).
+// Reported, medians over the drills:
 //
-//   - ms-after-writable: from that insert returning to the Pool's first
-//     acknowledged write (negative when the Pool's write got through
-//     first, which the plain connection's poll gap allows);
+//   - ms-after-writable: from then to the pool's first acknowledged write;
 //   - ms-after-pg_promote: from pg_promote(wait => true) returning, which
-//     checks for the end of recovery only every 100ms, so this one is
-//     usually negative;
-//   - ms-probe-saw: from the insert to the moment the Pool's Stat shows the
-//     replica as the primary (its probe's news);
-//   - ms-first-dial: how long the Pool's first new connection to the new
-//     primary took to open (TCP, TLS, authentication, the role check);
-//   - probes/s: the probes the Pool sent, to both hosts, during the
-//     outage.
+//     checks for the end of recovery only every 100ms, so that this one is
+//     often smaller, or negative;
+//   - ms-probe-saw (pgfailover): from the new primary accepting writes to
+//     the moment the Pool's Stat shows it as the primary (its probe's
+//     news);
+//   - ms-first-dial: how long the pool's first new connection to the new
+//     primary took to open (TCP, authentication, the role check);
+//   - dials/s-dead, dials/s-replica: TCP connections opened per second of
+//     the outage to the dead primary and to the replica, counted by the
+//     pools' DialFunc, which the Pool's probes and pgconn's cancel
+//     requests go through too;
+//   - probes/s (pgfailover): the probes the Pool sent, to both hosts,
+//     during the outage.
 //
 // The old primary then rejoins as a replica, and the next drill runs the
 // other way round. It asserts nothing about time:
 //
 //	go test -run '^$' -bench PromotionLatency -benchtime 5x ./failover/
 func BenchmarkPromotionLatency(b *testing.B) {
-	for _, outage := range []time.Duration{2 * time.Second, 100 * time.Millisecond} {
-		b.Run("outage="+outage.String(), func(b *testing.B) { promotionDrills(b, outage) })
+	for _, kind := range []string{"pgfailover", "pgxpool"} {
+		for _, outage := range []time.Duration{2 * time.Second, 100 * time.Millisecond} {
+			b.Run("pool="+kind+"/outage="+outage.String(), func(b *testing.B) { promotionDrills(b, kind, outage) })
+		}
 	}
 }
 
-func promotionDrills(b *testing.B, outage time.Duration) {
+// writePool is what a drill needs of a pool: a failover.Pool or a
+// pgxpool.Pool.
+type writePool interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Close()
+}
+
+func promotionDrills(b *testing.B, kind string, outage time.Duration) {
 	ctx := context.Background()
 	c := pgtest.Start(b, pgtest.Options{Replicas: 1})
-	cfg, err := failover.ParseConfig(c.ConnString("pool_max_conns=4"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	dials := &dialClock{}
-	cfg.ConnConfig.Tracer = dials
-	pool, err := failover.NewWithConfig(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
+	var pool writePool
+	var fpool *failover.Pool // nil for pgxpool
+	switch kind {
+	case "pgfailover":
+		cfg, err := failover.ParseConfig(c.ConnString("pool_max_conns=4"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.ConnConfig.Tracer = dials
+		cfg.ConnConfig.DialFunc = dials.counting(cfg.ConnConfig.DialFunc)
+		if fpool, err = failover.NewWithConfig(ctx, cfg); err != nil {
+			b.Fatal(err)
+		}
+		pool = fpool
+	case "pgxpool":
+		cfg, err := pgxpool.ParseConfig(c.ConnString("pool_max_conns=4&target_session_attrs=read-write"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.ConnConfig.Tracer = dials
+		cfg.ConnConfig.DialFunc = dials.counting(cfg.ConnConfig.DialFunc)
+		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			b.Fatal(err)
+		}
 	}
 	defer pool.Close()
 	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint); CREATE TABLE writable (at timestamptz)"); err != nil {
@@ -105,13 +141,15 @@ func promotionDrills(b *testing.B, outage time.Duration) {
 		}
 	}
 	probes := func() (n int64) {
-		for _, h := range pool.Stat().Hosts() {
-			n += h.Probes
+		if fpool != nil {
+			for _, h := range fpool.Stat().Hosts() {
+				n += h.Probes
+			}
 		}
 		return n
 	}
 
-	var afterWritable, afterPromote, probeSaw, dialTook, probeRates []float64
+	var afterWritable, afterPromote, probeSaw, dialTook, deadRates, replicaRates, probeRates []float64
 	for b.Loop() {
 		waitFor("writes before the drill", func() bool { return ackCount() > 0 })
 		old, next := c.Primary(), c.Replicas()[0]
@@ -136,12 +174,17 @@ func promotionDrills(b *testing.B, outage time.Duration) {
 		for time.Since(crashed) < outage {
 			time.Sleep(time.Millisecond) // the drill: no primary for the outage
 		}
-		probeRates = append(probeRates, float64(probes()-before)/time.Since(crashed).Seconds())
+		secs := time.Since(crashed).Seconds()
+		probeRates = append(probeRates, float64(probes()-before)/secs)
+		deadRates = append(deadRates, float64(dials.attempts(old.Port()))/secs)
+		replicaRates = append(replicaRates, float64(dials.attempts(next.Port()))/secs)
 
 		writable := make(chan writableAt, 1)
 		go func() { writable <- pollWritable(ctx, poller) }()
 		seen := make(chan time.Time, 1)
-		go func() { seen <- watchPrimary(ctx, pool, next.Addr()) }()
+		if fpool != nil {
+			go func() { seen <- watchPrimary(ctx, fpool, next.Addr()) }()
+		}
 		var promoted bool
 		if err := admin.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&promoted); err != nil || !promoted {
 			b.Fatalf("pg_promote: %v %v", promoted, err)
@@ -151,7 +194,6 @@ func promotionDrills(b *testing.B, outage time.Duration) {
 		if w.err != nil {
 			b.Fatal(w.err)
 		}
-		saw := <-seen
 		waitFor("a write on the new primary", func() bool { return ackCount() > 0 })
 		mu.Lock()
 		first := slices.MinFunc(acks, time.Time.Compare)
@@ -159,7 +201,9 @@ func promotionDrills(b *testing.B, outage time.Duration) {
 		mu.Unlock()
 		afterWritable = append(afterWritable, ms(first.Sub(w.at)))
 		afterPromote = append(afterPromote, ms(first.Sub(returned)))
-		probeSaw = append(probeSaw, ms(saw.Sub(w.at)))
+		if fpool != nil {
+			probeSaw = append(probeSaw, ms((<-seen).Sub(w.at)))
+		}
 		if start, end, ok := dials.first(next.Port()); ok {
 			dialTook = append(dialTook, ms(end.Sub(start)))
 		}
@@ -182,24 +226,55 @@ func promotionDrills(b *testing.B, outage time.Duration) {
 	}
 	b.ReportMetric(median(afterWritable), "ms-after-writable")
 	b.ReportMetric(median(afterPromote), "ms-after-pg_promote")
-	b.ReportMetric(median(probeSaw), "ms-probe-saw")
 	b.ReportMetric(median(dialTook), "ms-first-dial")
-	b.ReportMetric(median(probeRates), "probes/s")
-	b.Logf("outage %v, %d drills", outage, len(afterWritable))
-	b.Logf("  from the new primary accepting writes to the Pool's first write (ms): %v", afterWritable)
-	b.Logf("  from pg_promote() returning to the Pool's first write (ms): %v", afterPromote)
-	b.Logf("  from the new primary accepting writes to the Pool's probe seeing it (ms): %v", probeSaw)
-	b.Logf("  how long the Pool's first new connection to the new primary took to open (ms): %v", dialTook)
-	b.Logf("  probes per second during the outage, both hosts: %v", probeRates)
+	b.ReportMetric(median(deadRates), "dials/s-dead")
+	b.ReportMetric(median(replicaRates), "dials/s-replica")
+	if fpool != nil {
+		b.ReportMetric(median(probeSaw), "ms-probe-saw")
+		b.ReportMetric(median(probeRates), "probes/s")
+	}
+	b.Logf("%s, outage %v, %d drills", kind, outage, len(afterWritable))
+	b.Logf("  from the new primary accepting writes to the pool's first write (ms): %v", afterWritable)
+	b.Logf("  from pg_promote() returning to the pool's first write (ms): %v", afterPromote)
+	b.Logf("  how long the pool's first new connection to the new primary took to open (ms): %v", dialTook)
+	b.Logf("  connection attempts per second of the outage, to the dead primary: %v; to the replica: %v", deadRates, replicaRates)
+	if fpool != nil {
+		b.Logf("  from the new primary accepting writes to the Pool's probe seeing it (ms): %v", probeSaw)
+		b.Logf("  probes per second during the outage, both hosts: %v", probeRates)
+	}
 }
 
 // dialClock is a pgx ConnectTracer that keeps, per port, when the first
-// connection the Pool opened there since reset began and when it was
-// ready. The Pool's probes connect below pgx and are not seen.
+// connection the pool opened there since reset began and when it was
+// ready (the Pool's probes connect below pgx and are not seen), and, in
+// front of a DialFunc, counts every TCP connection opened, by port.
 type dialClock struct {
 	mu    sync.Mutex // guards the fields below
 	since time.Time
-	ends  map[uint16][2]time.Time
+	ends  map[int][2]time.Time
+	tries map[int]int // TCP connections opened since reset, by port (see counting)
+}
+
+// counting returns dial, counting each connection it is asked to open.
+func (d *dialClock) counting(dial pgconn.DialFunc) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if _, p, err := net.SplitHostPort(addr); err == nil {
+			port, _ := strconv.Atoi(p)
+			d.mu.Lock()
+			if d.tries != nil {
+				d.tries[port]++
+			}
+			d.mu.Unlock()
+		}
+		return dial(ctx, network, addr)
+	}
+}
+
+// attempts returns the TCP connections opened to port since reset.
+func (d *dialClock) attempts(port int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.tries[port]
 }
 
 type dialStartKey struct{}
@@ -215,7 +290,7 @@ func (d *dialClock) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndD
 func (d *dialClock) reset(since time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.since, d.ends = since, map[uint16][2]time.Time{}
+	d.since, d.ends, d.tries = since, map[int][2]time.Time{}, map[int]int{}
 }
 
 func (d *dialClock) TraceConnectStart(ctx context.Context, _ pgx.TraceConnectStartData) context.Context {
@@ -227,7 +302,14 @@ func (d *dialClock) TraceConnectEnd(ctx context.Context, data pgx.TraceConnectEn
 	if data.Err != nil || data.Conn == nil {
 		return
 	}
-	end, port := time.Now(), data.Conn.Config().Port
+	end := time.Now()
+	// The server it reached: with several hosts in the string, pgx's
+	// config names the first.
+	addr, ok := data.Conn.PgConn().Conn().RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return
+	}
+	port := addr.Port
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, seen := d.ends[port]; !seen && d.ends != nil && start.After(d.since) {
@@ -240,7 +322,7 @@ func (d *dialClock) TraceConnectEnd(ctx context.Context, data pgx.TraceConnectEn
 func (d *dialClock) first(port int) (start, end time.Time, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	se, ok := d.ends[uint16(port)]
+	se, ok := d.ends[port]
 	return se[0], se[1], ok
 }
 
@@ -253,19 +335,22 @@ type writableAt struct {
 
 // pollWritable inserts a row into the table "writable" on conn, a plain
 // connection to a standby being promoted, every quarter of a millisecond
-// until the insert gets through, and returns when it returned. A standby
-// refuses it as a read-only transaction (25006); any other error ends the
-// poll. The poll gap, not a busy loop: on two cores one would starve the
-// Pool it measures.
+// until the insert gets through, and returns when that insert was sent:
+// the server turned writable between the refusal before it and then. (Its
+// return comes a commit later, and the Pool's first write pays for a
+// commit of its own.) A standby refuses the insert as a read-only
+// transaction (25006); any other error ends the poll. The poll gap, not a
+// busy loop: on two cores one would starve the Pool it measures.
 func pollWritable(ctx context.Context, conn *pgx.Conn) writableAt {
 	deadline := time.Now().Add(time.Minute)
 	for {
+		sent := time.Now()
 		_, err := conn.Exec(ctx, "INSERT INTO writable VALUES (now())", pgx.QueryExecModeSimpleProtocol)
 		now := time.Now()
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
-			return writableAt{at: now}
+			return writableAt{at: sent}
 		case !errors.As(err, &pgErr) || pgErr.Code != "25006":
 			return writableAt{err: fmt.Errorf("polling for the end of recovery: %w", err)}
 		case now.After(deadline):
