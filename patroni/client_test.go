@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -442,7 +443,8 @@ func TestClientMetrics(t *testing.T) {
 }
 
 // collect reads every counter and histogram of reader: a counter's total
-// under its name (and name/outcome when it has that attribute), a
+// under its name (and name/outcome or name/change when it has that
+// attribute), a
 // histogram's count of records under its name.
 func collect(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
 	t.Helper()
@@ -457,8 +459,10 @@ func collect(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
 			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
 					key := m.Name
-					if v, ok := p.Attributes.Value("outcome"); ok {
-						key += "/" + v.AsString()
+					for _, k := range []attribute.Key{"outcome", "pgfailover.change"} {
+						if v, ok := p.Attributes.Value(k); ok {
+							key += "/" + v.AsString()
+						}
 					}
 					got[key] += p.Value
 				}

@@ -67,10 +67,17 @@ func (t clientTelemetry) record(ctx context.Context, d time.Duration, err error)
 	t.duration.Record(ctx, d.Seconds())
 }
 
+// The change attribute of pgfailover.patroni.topology.changes.
+var (
+	changeLeader  = metric.WithAttributeSet(attribute.NewSet(attribute.String("pgfailover.change", "leader")))
+	changeMembers = metric.WithAttributeSet(attribute.NewSet(attribute.String("pgfailover.change", "members")))
+)
+
 // sourceTelemetry holds the Source's instruments.
 type sourceTelemetry struct {
 	discovered metric.Int64Counter
 	removed    metric.Int64Counter
+	changes    metric.Int64Counter
 }
 
 func newSourceTelemetry(mp metric.MeterProvider) (sourceTelemetry, error) {
@@ -82,8 +89,13 @@ func newSourceTelemetry(mp metric.MeterProvider) (sourceTelemetry, error) {
 		metric.WithUnit("{host}")); err != nil {
 		return t, err
 	}
-	t.removed, err = m.Int64Counter("pgfailover.patroni.hosts.removed",
+	if t.removed, err = m.Int64Counter("pgfailover.patroni.hosts.removed",
 		metric.WithDescription("Hosts that left the Patroni topology."),
-		metric.WithUnit("{host}"))
+		metric.WithUnit("{host}")); err != nil {
+		return t, err
+	}
+	t.changes, err = m.Int64Counter("pgfailover.patroni.topology.changes",
+		metric.WithDescription("Answers of a Patroni REST API that named another leader than the one named before (pgfailover.change=leader), or another set of members (members)."),
+		metric.WithUnit("{change}"))
 	return t, err
 }
