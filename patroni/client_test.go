@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -438,6 +439,22 @@ func TestClientMetrics(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	// The durations fall in buckets of seconds, not the SDK's default.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "pgfailover.patroni.duration" {
+				for _, p := range h.DataPoints {
+					if !slices.Equal(p.Bounds, durationBuckets) {
+						t.Errorf("%s bounds %v, want %v", m.Name, p.Bounds, durationBuckets)
+					}
+				}
+			}
 		}
 	}
 }

@@ -50,9 +50,15 @@ func newClientTelemetry(mp metric.MeterProvider) (clientTelemetry, error) {
 	}
 	t.duration, err = m.Float64Histogram("pgfailover.patroni.duration",
 		metric.WithDescription("Time from sending a request to a Patroni REST API to its decoded answer or failure."),
-		metric.WithUnit("s"))
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...))
 	return t, err
 }
+
+// durationBuckets are the boundaries of pgfailover.patroni.duration, in
+// seconds: an answer on the local network takes milliseconds, and a
+// request ends by DefaultTimeout (5 s). The SDK's default boundaries (0 to
+// 10000) suit milliseconds.
+var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
 // record counts one request to one URL.
 func (t clientTelemetry) record(ctx context.Context, d time.Duration, err error) {

@@ -33,13 +33,30 @@ var metricChecks = []struct {
 	{[]string{"pgfailover_host_state"}, everyHost},
 	{[]string{"pgfailover_host_state"}, promotedIsPrimary},
 	// The calls in flight when the primary died, and those that came
-	// before the new one took writes, failed over.
+	// before the new one took writes, failed over: by outcome, with the
+	// attempts each made, the time each waited, and the failover's
+	// duration, attributed to the host that failed.
 	{[]string{"pgfailover_failover_survived_total", "pgfailover_failover_failed_total"}, moved},
+	{[]string{"pgfailover_call_attempts"}, moved},
 	{[]string{"pgfailover_failover_wait_seconds"}, moved},
+	{[]string{"pgfailover_failover_duration_seconds"}, moved},
+	{[]string{"pgfailover_failover_duration_seconds"}, namesOld},
 	// The Reader's reads, by destination and reason.
 	{[]string{"pgfailover_reads_total"}, moved},
 	// A replica's staleness bound, once sampled.
 	{[]string{"pgfailover_replica_staleness_seconds"}, present},
+	// Probes of every host; the killed primary's failed.
+	{[]string{"pgfailover_probes_total"}, everyHost},
+	{[]string{"pgfailover_probes_total"}, oldProbesFailed},
+	// The pools refilled on the new primary.
+	{[]string{"pgfailover_connection_attempts_total"}, moved},
+	{[]string{"db_client_connection_create_time_seconds"}, moved},
+	{[]string{"pgfailover_pool_acquires_total"}, moved},
+	// Each host's pools, by name and state.
+	{[]string{"db_client_connection_count"}, everyHost},
+	{[]string{"db_client_connection_max"}, everyHost},
+	{[]string{"db_client_connection_timeouts_total"}, present},
+	{[]string{"pgfailover_pool_acquire_wait_time_seconds_total"}, present},
 }
 
 // scrapes is what the checks look at.
@@ -94,6 +111,26 @@ var (
 		}
 		return nil
 	}}
+	namesOld = want{"names the killed primary", func(s *scrapes, families []string) error {
+		for _, f := range families {
+			for _, m := range s.after[f].GetMetric() {
+				if hostOf(m) == s.old {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no series for %s", s.old)
+	}}
+	oldProbesFailed = want{"probes of the killed primary failed", func(s *scrapes, families []string) error {
+		for _, f := range families {
+			for _, m := range s.after[f].GetMetric() {
+				if hostOf(m) == s.old && label(m, "pgfailover_probe_outcome") != "ok" && value(m) > 0 {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no failed probe of %s", s.old)
+	}}
 	promotedIsPrimary = want{"the promoted host healthy and primary", func(s *scrapes, families []string) error {
 		for _, f := range families {
 			for _, m := range s.after[f].GetMetric() {
@@ -106,14 +143,13 @@ var (
 	}}
 )
 
-// hostOf returns the host a series is of: its server.address and
-// server.port, or the pgfailover.host attribute of the library's versions
-// before them.
+// hostOf returns the host a series is of, from its server.address and
+// server.port; "" for a series of no one host.
 func hostOf(m *dto.Metric) string {
 	if addr := label(m, "server_address"); addr != "" {
 		return net.JoinHostPort(addr, label(m, "server_port"))
 	}
-	return label(m, "pgfailover_host")
+	return ""
 }
 
 func label(m *dto.Metric, name string) string {
@@ -125,22 +161,28 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// total adds up a family: counters' and gauges' values, histograms' counts.
+// total adds up a family's series.
 func total(f *dto.MetricFamily) float64 {
 	var n float64
 	for _, m := range f.GetMetric() {
-		switch {
-		case m.Counter != nil:
-			n += m.Counter.GetValue()
-		case m.Gauge != nil:
-			n += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			n += float64(m.Histogram.GetSampleCount())
-		case m.Untyped != nil:
-			n += m.Untyped.GetValue()
-		}
+		n += value(m)
 	}
 	return n
+}
+
+// value is a counter's or a gauge's value, or a histogram's count.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	case m.Untyped != nil:
+		return m.Untyped.GetValue()
+	}
+	return 0
 }
 
 // hostChecks is what the self-check asks of /hosts after the failover.

@@ -89,26 +89,11 @@ func run(ctx context.Context, dsn, listen, drillURL string, check bool) error {
 	if err != nil {
 		return err
 	}
+	// The library advises its histograms' boundaries (seconds from 5 ms
+	// to a minute, attempts from 1 to 20); a view here would override them.
 	mp := sdkmetric.NewMeterProvider(
 		sdkmetric.WithReader(exporter),
-		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "pgfailover-observability"))),
-		// The SDK's default buckets (0 to 10000) suit milliseconds; the
-		// library's durations are in seconds, and failovers last from
-		// milliseconds to tens of seconds.
-		sdkmetric.WithView(sdkmetric.NewView(
-			sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
-			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
-				Boundaries: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-			}},
-		)),
-		// Attempts per call are small integers (failover_max_attempts, 8 by
-		// default).
-		sdkmetric.WithView(sdkmetric.NewView(
-			sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "{attempt}"},
-			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
-				Boundaries: []float64{1, 2, 3, 4, 6, 8, 16},
-			}},
-		)))
+		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "pgfailover-observability"))))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 
 	cfg, err := failover.ParseConfig(dsn)

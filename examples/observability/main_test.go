@@ -23,44 +23,71 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// catalog is the README's metric catalog as instruments: name, kind, unit
-// and attribute keys. TestDashboard records one point of each through the
-// exporter this program uses, to learn the Prometheus names and labels.
-var catalog = []struct {
+// instrument is one row of the README's metric catalog.
+type instrument struct {
 	name, kind, unit string
 	attrs            []string
-}{
-	{"pgfailover.failover.survived", "counter", "{call}", []string{"db.system.name"}},
-	{"pgfailover.failover.failed", "counter", "{call}", []string{"db.system.name", "pgfailover.outcome"}},
-	{"pgfailover.failover.wait", "histogram", "s", []string{"db.system.name"}},
-	{"pgfailover.failover.duration", "histogram", "s", []string{"db.system.name", "server.address", "server.port"}},
-	{"pgfailover.call.attempts", "histogram", "{attempt}", []string{"db.system.name", "pgfailover.outcome"}},
-	{"pgfailover.reads", "counter", "{read}", []string{"db.system.name", "pgfailover.destination", "pgfailover.reason"}},
-	{"pgfailover.host.state", "gauge", "{host}", []string{"db.system.name", "server.address", "server.port", "pgfailover.state", "pgfailover.role"}},
-	{"pgfailover.replica.staleness", "gauge", "s", []string{"db.system.name", "server.address", "server.port"}},
-	{"pgfailover.probes", "counter", "{probe}", []string{"db.system.name", "server.address", "server.port", "pgfailover.probe.outcome"}},
-	{"pgfailover.connection.attempts", "counter", "{attempt}", []string{"db.system.name", "server.address", "server.port", "pgfailover.outcome"}},
-	{"pgfailover.connection.closed", "counter", "{connection}", []string{"db.system.name", "server.address", "server.port", "pgfailover.close.reason"}},
-	{"db.client.connection.count", "updown", "{connection}", []string{"db.system.name", "db.client.connection.pool.name", "db.client.connection.state", "server.address", "server.port", "pgfailover.pool.purpose"}},
-	{"db.client.connection.max", "updown", "{connection}", []string{"db.system.name", "db.client.connection.pool.name", "server.address", "server.port", "pgfailover.pool.purpose"}},
-	{"db.client.connection.timeouts", "counter", "{timeout}", []string{"db.system.name", "db.client.connection.pool.name", "server.address", "server.port", "pgfailover.pool.purpose"}},
-	{"db.client.connection.create_time", "histogram", "s", []string{"db.system.name", "db.client.connection.pool.name", "server.address", "server.port", "pgfailover.pool.purpose"}},
-	{"pgfailover.pool.acquires", "counter", "{acquire}", []string{"db.system.name", "db.client.connection.pool.name", "server.address", "server.port", "pgfailover.pool.purpose", "pgfailover.acquire.waited"}},
-	{"pgfailover.pool.acquire.wait_time", "fcounter", "s", []string{"db.system.name", "db.client.connection.pool.name", "server.address", "server.port", "pgfailover.pool.purpose"}},
-	{"pgfailover.fallback.candidate_failures", "counter", "{failure}", nil},
-	{"pgfailover.fallback.active", "gauge", "1", nil},
-	{"pgfailover.fallback.host", "gauge", "{host}", nil},
-	{"pgfailover.patroni.requests", "counter", "{request}", []string{"outcome"}},
-	{"pgfailover.patroni.errors", "counter", "{request}", nil},
-	{"pgfailover.patroni.duration", "histogram", "s", nil},
-	{"pgfailover.patroni.hosts.discovered", "counter", "{host}", nil},
-	{"pgfailover.patroni.hosts.removed", "counter", "{host}", nil},
-	{"pgfailover.patroni.topology.changes", "counter", "{change}", []string{"pgfailover.change"}},
 }
 
-// exported records one point of every catalog instrument through the
-// exporter, configured as run configures it, and returns the Prometheus
-// series names (a histogram's _bucket, _sum and _count) with their labels.
+// poolAttributes are what the catalog calls "pool attributes".
+var poolAttributes = []string{"db.client.connection.pool.name", "pgfailover.pool.purpose", "server.address", "server.port"}
+
+var (
+	backticked    = regexp.MustCompile("`([^`]*)`")
+	parenthesized = regexp.MustCompile(`\([^)]*\)`)
+)
+
+// catalog reads the metric catalog from the repository's README: each
+// row's name, instrument, unit and attribute keys (the values some cells
+// give in parentheses left out), with db.system.name on every point of
+// the failover package.
+func catalog(t *testing.T) []instrument {
+	t.Helper()
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "### Metric catalog\n")
+	if !ok {
+		t.Fatal("the README has no metric catalog")
+	}
+	section, _, _ = strings.Cut(section, "\n#")
+	var out []instrument
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 6 {
+			t.Fatalf("catalog row %q", line)
+		}
+		in := instrument{
+			name: strings.Trim(strings.TrimSpace(cells[1]), "`"),
+			kind: strings.TrimSpace(cells[2]),
+			unit: strings.Trim(strings.TrimSpace(cells[3]), "`"),
+		}
+		if !strings.HasPrefix(in.name, "pgfailover.patroni.") {
+			in.attrs = append(in.attrs, "db.system.name")
+		}
+		keys := parenthesized.ReplaceAllString(cells[4], "")
+		if strings.Contains(keys, "pool attributes") {
+			in.attrs = append(in.attrs, poolAttributes...)
+		}
+		for _, m := range backticked.FindAllStringSubmatch(keys, -1) {
+			in.attrs = append(in.attrs, m[1])
+		}
+		out = append(out, in)
+	}
+	if len(out) < 20 {
+		t.Fatalf("read %d rows of the metric catalog", len(out))
+	}
+	return out
+}
+
+// exported records one point of every instrument of the catalog through
+// the exporter, configured as run configures it, and returns the
+// Prometheus series names (a histogram's _bucket, _sum and _count) with
+// their labels.
 func exported(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -73,7 +100,7 @@ func exported(t *testing.T) map[string][]string {
 	defer mp.Shutdown(context.Background())
 	m := mp.Meter("catalog")
 	ctx := context.Background()
-	for _, c := range catalog {
+	for _, c := range catalog(t) {
 		var kv []attribute.KeyValue
 		for _, k := range c.attrs {
 			if k == "server.port" {
@@ -86,12 +113,6 @@ func exported(t *testing.T) map[string][]string {
 		unit := metric.WithUnit(c.unit)
 		switch c.kind {
 		case "counter":
-			i, err := m.Int64Counter(c.name, unit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			i.Add(ctx, 1, attrs)
-		case "fcounter":
 			i, err := m.Float64Counter(c.name, unit)
 			if err != nil {
 				t.Fatal(err)
@@ -109,14 +130,14 @@ func exported(t *testing.T) map[string][]string {
 				t.Fatal(err)
 			}
 			i.Record(ctx, 1, attrs)
-		case "updown":
+		case "up-down counter":
 			i, err := m.Int64UpDownCounter(c.name, unit)
 			if err != nil {
 				t.Fatal(err)
 			}
 			i.Add(ctx, 1, attrs)
 		default:
-			t.Fatalf("kind %q", c.kind)
+			t.Fatalf("%s: instrument %q is not known to this test", c.name, c.kind)
 		}
 	}
 	families, err := reg.Gather()
@@ -221,8 +242,7 @@ func TestDashboard(t *testing.T) {
 }
 
 // TestChecks runs the self-check's checks on exposition text as the
-// library writes it: the catalog's server.address and server.port, and
-// pgfailover.host before them.
+// exporter writes the library's metrics.
 func TestChecks(t *testing.T) {
 	parse := func(text string) map[string]*dto.MetricFamily {
 		t.Helper()
@@ -236,38 +256,50 @@ func TestChecks(t *testing.T) {
 	before := parse(`# TYPE pgfailover_failover_survived_total counter
 pgfailover_failover_survived_total 0
 `)
-	for _, after := range []string{`# TYPE pgfailover_host_state gauge
+	after := parse(`# TYPE pgfailover_host_state gauge
 pgfailover_host_state{server_address="10.0.0.1",server_port="5432",pgfailover_state="transport-error",pgfailover_role="primary"} 1
 pgfailover_host_state{server_address="::1",server_port="5433",pgfailover_state="healthy",pgfailover_role="primary"} 1
 # TYPE pgfailover_failover_failed_total counter
 pgfailover_failover_failed_total{pgfailover_outcome="commit_outcome_unknown"} 1
-`, `# TYPE pgfailover_host_state gauge
-pgfailover_host_state{pgfailover_host="10.0.0.1:5432",pgfailover_state="transport-error",pgfailover_role="primary"} 1
-pgfailover_host_state{pgfailover_host="[::1]:5433",pgfailover_state="healthy",pgfailover_role="primary"} 1
-# TYPE pgfailover_failover_failed_total counter
-pgfailover_failover_failed_total 1
-`} {
-		s := &scrapes{before: before, after: parse(after), configured: []string{"10.0.0.1:5432", "[::1]:5433"}, old: "10.0.0.1:5432", promoted: "[::1]:5433"}
-		host := []string{"pgfailover_host_state"}
-		failover := []string{"pgfailover_failover_survived_total", "pgfailover_failover_failed_total"}
-		for _, c := range []struct {
-			w        want
-			families []string
-			ok       bool
-		}{
-			{everyHost, host, true},
-			{promotedIsPrimary, host, true},
-			{moved, failover, true},
-			{moved, failover[:1], false},
-			{present, []string{"pgfailover_replica_staleness_seconds"}, false},
-		} {
-			if err := c.w.test(s, c.families); (err == nil) != c.ok {
-				t.Errorf("%v %s: %v", c.families, c.w.what, err)
-			}
+# TYPE pgfailover_probes_total counter
+pgfailover_probes_total{server_address="10.0.0.1",server_port="5432",pgfailover_probe_outcome="ok"} 3
+pgfailover_probes_total{server_address="10.0.0.1",server_port="5432",pgfailover_probe_outcome="transport"} 0
+pgfailover_probes_total{server_address="::1",server_port="5433",pgfailover_probe_outcome="transport"} 1
+# TYPE pgfailover_failover_duration_seconds histogram
+pgfailover_failover_duration_seconds_bucket{server_address="10.0.0.1",server_port="5432",le="+Inf"} 1
+pgfailover_failover_duration_seconds_sum{server_address="10.0.0.1",server_port="5432"} 0.4
+pgfailover_failover_duration_seconds_count{server_address="10.0.0.1",server_port="5432"} 1
+`)
+	s := &scrapes{before: before, after: after, configured: []string{"10.0.0.1:5432", "[::1]:5433"}, old: "10.0.0.1:5432", promoted: "[::1]:5433"}
+	host := []string{"pgfailover_host_state"}
+	failover := []string{"pgfailover_failover_survived_total", "pgfailover_failover_failed_total"}
+	duration := []string{"pgfailover_failover_duration_seconds"}
+	probes := []string{"pgfailover_probes_total"}
+	for _, c := range []struct {
+		w        want
+		families []string
+		ok       bool
+	}{
+		{everyHost, host, true},
+		{promotedIsPrimary, host, true},
+		{moved, failover, true},
+		{moved, failover[:1], false},
+		{moved, duration, true},
+		{namesOld, duration, true},
+		{present, []string{"pgfailover_replica_staleness_seconds"}, false},
+		{everyHost, probes, true},
+		{oldProbesFailed, probes, false}, // a transport series at 0 is no failure
+	} {
+		if err := c.w.test(s, c.families); (err == nil) != c.ok {
+			t.Errorf("%v %s: %v", c.families, c.w.what, err)
 		}
-		s.configured = append(s.configured, "10.0.0.3:5432")
-		if everyHost.test(s, host) == nil {
-			t.Error("a host without a series passed")
-		}
+	}
+	s.old, s.promoted = s.promoted, s.old
+	if oldProbesFailed.test(s, probes) != nil || promotedIsPrimary.test(s, host) == nil || namesOld.test(s, duration) == nil {
+		t.Error("the checks did not follow the hosts' roles")
+	}
+	s.configured = append(s.configured, "10.0.0.3:5432")
+	if everyHost.test(s, host) == nil {
+		t.Error("a host without a series passed")
 	}
 }
