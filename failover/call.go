@@ -39,6 +39,7 @@ type call struct {
 	host   *hostPool // host of the current attempt, nil before the first
 
 	settledOnce bool // the call's outcome has been decided and counted
+	tries       int  // hosts picked so far, one per attempt
 
 	episode   bool      // a failover episode is under way: the call met a failure or waited
 	attempts  int       // failures that count against MaxAttempts
@@ -163,6 +164,7 @@ func (c *call) pick() (*hostPool, error) {
 		h, heldBack := c.picker.next(rs, c)
 		if h != nil {
 			c.host = h
+			c.tries++
 			return h, nil
 		}
 		if err := c.wait(rs, heldBack); err != nil {
@@ -360,16 +362,13 @@ func (c *call) finish(err error) {
 	if c.waited > 0 {
 		c.p.telemetry.waited(c.ctx, c.span, c.waited)
 	}
-	c.p.telemetry.endEpisode(c.span, err)
+	c.p.telemetry.endEpisode(c.ctx, c.span, c.tries, err)
+	c.p.logEpisode(c, err)
 	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {
 		st.failedOver = true
 		return
 	}
-	if err == nil {
-		c.p.telemetry.survived(c.ctx)
-	} else {
-		c.p.telemetry.failed(c.ctx)
-	}
+	c.p.telemetry.counted(c.ctx, err)
 }
 
 // startEpisode begins the call's failover episode, once: its span, and the
@@ -387,7 +386,7 @@ func (c *call) startEpisode() {
 func (c *call) record(class hosthealth.Class, err error) {
 	c.startEpisode()
 	c.note(c.host.addr, err)
-	c.p.telemetry.hostFailed(c.span, c.host.addr, class, err)
+	c.p.telemetry.hostFailed(c.span, c.host, class, err)
 }
 
 // noteFirst keeps err as host addr's outcome unless it has one.

@@ -81,14 +81,19 @@
 //
 // # Observability
 //
-// Config.MeterProvider receives the counters pgfailover.failover.survived
-// (calls that completed after a failover event) and
-// pgfailover.failover.failed (calls that met one and could not complete).
-// It also receives pgfailover.failover.wait, a histogram of the time calls
-// waited for a usable host, and pgfailover.host.state, a gauge of every
-// host with its state and role. Config.TracerProvider receives a
+// Config.MeterProvider receives the Pool's metrics, named as OpenTelemetry's
+// conventions for database clients name them where they apply
+// (db.system.name, server.address, server.port, and db.client.connection.*
+// for the statistics of each host's pgxpools), and pgfailover.* where they
+// do not: calls that survived or failed a failover, the time calls waited
+// and the time the target had no usable host, attempts per call, each
+// host's state and role, replica staleness, the Reader's reads, probes,
+// connection attempts, and connections closed by reason. The README's
+// metric catalog lists them all. Config.TracerProvider receives a
 // pgfailover.failover span per failover episode, with an event per host
-// that failed and one for the wait. Config.Logger receives host
-// state changes; the Pool logs nothing without it. No password appears in
-// any error, log line, metric or span.
+// that failed and one for the wait. Config.Logger receives each change of
+// a host's state or role once, whoever noticed it, and rate-limited
+// warnings (one per host and kind each 10 s); the Pool logs nothing
+// without it. A call that meets no failover event records nothing. No
+// password appears in any error, log line, metric or span.
 package failover

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -108,9 +109,13 @@ func (lf *localFirst) register(meter metric.Meter) (metric.Registration, error) 
 		var on int64
 		if ok {
 			on = 1
-			o.ObserveInt64(host, 1, metric.WithAttributes(attribute.String("pgfailover.host", addr)))
+			var server metric.ObserveOption = metric.WithAttributes(dbSystem, attribute.String("server.address", addr))
+			if h := lf.p.routes.Load().table.byAddr[addr]; h != nil {
+				server = h.server.observe()
+			}
+			o.ObserveInt64(host, 1, server)
 		}
-		o.ObserveInt64(active, on)
+		o.ObserveInt64(active, on, metric.WithAttributes(dbSystem))
 		return nil
 	}, active, host)
 }
@@ -188,7 +193,7 @@ func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.
 				return
 			}
 			if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
-				lf.candidateFailed.Add(context.Background(), 1, metric.WithAttributes(attribute.String("pgfailover.reason", fallbackReason(err).String())))
+				lf.candidateFailed.Add(context.Background(), 1, h.server.with(attribute.String("pgfailover.reason", fallbackReason(err).String())))
 				lf.fb.CandidateFailed(h.addr, lf.p.clock.Now(), fallbackReason(err))
 			}
 			results <- ""
@@ -208,9 +213,7 @@ func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.
 // once the cluster settles.
 func (lf *localFirst) won(addr string) {
 	lf.fb.Won(addr, lf.p.clock.Now())
-	if lf.p.cfg.Logger != nil {
-		lf.p.cfg.Logger.Info("pgfailover: local server down; calls go to a fallback host", "local", lf.local, "host", addr)
-	}
+	lf.p.logInfo("pgfailover: local server down; calls go to a fallback host", slog.String("local", lf.local), slog.String("host", addr))
 	h := lf.p.routes.Load().table.byAddr[addr]
 	if h == nil {
 		return
@@ -220,6 +223,7 @@ func (lf *localFirst) won(addr string) {
 		defer t.Stop()
 		select {
 		case <-t.C():
+			lf.p.telemetry.closed(h, closedFallbackLifetime, int(h.pool.Stat().TotalConns()))
 			h.pool.Reset()
 		case <-lf.p.life.Done():
 		}

@@ -37,6 +37,7 @@ type hostPool struct {
 	retired   atomic.Bool        // the host left the topology; its pool drains
 	probes    atomic.Int64       // probes sent, for Stat
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
+	server    serverAttrs        // the host's attributes on metric points
 }
 
 // newHostPool builds the pgxpools of host h. No connection is made here
@@ -45,7 +46,7 @@ type hostPool struct {
 // acquire checks that the connection has not been killed while it sat
 // idle.
 func (p *Pool) newHostPool(h Host) (*hostPool, error) {
-	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{})}
+	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{}), server: newServerAttrs(h)}
 	cfg := p.cfg.hostConfig(h)
 	hp.dial = cfg.ConnConfig.Copy()
 	hp.probe.config = hp.dial
@@ -57,11 +58,11 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	readCfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 
 	var err error
-	hp.pool, err = p.buildPool(hp, cfg, p.cfg.Target, func(conn *pgx.Conn) bool { return p.usable(hp, conn) })
+	hp.pool, err = p.buildPool(hp, cfg, p.cfg.Target, purposeCalls, func(conn *pgx.Conn) bool { return p.usable(hp, conn) })
 	if err != nil {
 		return nil, err
 	}
-	hp.reads, err = p.buildPool(hp, readCfg, hosthealth.TargetAny, quiet)
+	hp.reads, err = p.buildPool(hp, readCfg, hosthealth.TargetAny, purposeReads, func(conn *pgx.Conn) bool { return p.stillOpen(hp, conn) })
 	if err != nil {
 		hp.pool.Close()
 		return nil, err
@@ -69,10 +70,10 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	return hp, nil
 }
 
-// buildPool builds one pgxpool of host hp from cfg: its connections go to
-// servers in a role target accepts, and ok decides whether an idle one
-// may be handed out.
-func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Target, ok func(*pgx.Conn) bool) (*pgxpool.Pool, error) {
+// buildPool builds one pgxpool of host hp from cfg, for purpose: its
+// connections go to servers in a role target accepts, and ok decides
+// whether an idle one may be handed out.
+func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Target, purpose poolPurpose, ok func(*pgx.Conn) bool) (*pgxpool.Pool, error) {
 	// Only the probe dials a host that cannot take calls now. Callers that
 	// were already waiting inside pgxpool's Acquire when the host went down
 	// would otherwise each dial it once more, and pool_min_conns would keep
@@ -90,6 +91,14 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 		// cc is this connection's own copy: its sockets, and its cancel
 		// requests, are counted as the host's.
 		cc.DialFunc = hp.socks.DialFunc(cc.DialFunc, true)
+		opened, validate := p.connecting(hp, purpose), cc.ValidateConnect
+		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
+			if err := validate(ctx, conn); err != nil {
+				return err
+			}
+			opened()
+			return nil
+		}
 		return nil
 	}
 
@@ -191,16 +200,27 @@ func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 // its state is uncertain, so it is discarded before a statement is sent on
 // it.
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
-	if !quiet(conn) {
+	if !p.stillOpen(h, conn) {
 		return false
 	}
 	pc := conn.PgConn()
 	if role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby")); role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
 		// The server's role changed while this connection was open.
+		p.telemetry.closed(h, closedWrongRole, 1)
 		p.roleSeen(h, role)
 		return false
 	}
 	return true
+}
+
+// stillOpen is quiet for an idle connection of host h, counting the
+// connection closed when the server has ended its session.
+func (p *Pool) stillOpen(h *hostPool, conn *pgx.Conn) bool {
+	if quiet(conn) {
+		return true
+	}
+	p.telemetry.closed(h, closedByServer, 1)
+	return false
 }
 
 // quiet reports whether nothing is waiting on an idle connection's socket:
@@ -229,6 +249,7 @@ func (p *Pool) roleSeen(h *hostPool, role hosthealth.Role) {
 	p.tracker.ObserveConnect(h.addr, role)
 	p.reroute()
 	if role != was && !p.cfg.Target.Accepts(role) {
+		p.telemetry.closed(h, closedDemoted, int(h.pool.Stat().TotalConns()))
 		h.pool.Reset()
 		p.follower().demoted(h.addr)
 	}

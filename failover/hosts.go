@@ -1,7 +1,6 @@
 package failover
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 
@@ -132,7 +131,8 @@ func (p *Pool) retire(h *hostPool) {
 			<-h.probeDone
 		}
 		h.probe.close() // its loop closed it, unless it never ran
-		h.close()       // waits for the connections in use to come back
+		p.telemetry.closed(h, closedRemoved, h.openConns())
+		h.close() // waits for the connections in use to come back
 	})
 }
 
@@ -159,16 +159,14 @@ func (p *Pool) watch(src topology.Source, reported func()) {
 		p.steer.members(members)
 		reported()
 	})
-	if err != nil && p.life.Err() == nil && p.cfg.Logger != nil {
-		p.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "pgfailover: the topology source stopped", slog.String("error", err.Error()))
+	if err != nil && p.life.Err() == nil {
+		p.warn("topology", "pgfailover: the topology source stopped", slog.String("error", err.Error()))
 	}
 }
 
 // logHostError logs a host that could not be added.
 func (p *Pool) logHostError(addr string, err error) {
-	if p.cfg.Logger != nil {
-		p.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "pgfailover: host not added", slog.String("host", addr), slog.String("error", err.Error()))
-	}
+	p.warnHost(addr, "pgfailover: host not added", slog.String("error", err.Error()))
 }
 
 // noteWrite records that a call that may have written succeeded. The

@@ -238,8 +238,8 @@ func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 	meters, _, pool := newObservedPool(t, ctx, local.ConnString(params))
 	fallbackHost := func() string {
 		for _, dp := range gauges(t, ctx, meters, "pgfailover.fallback.host") {
-			if v, ok := dp.Attributes.Value("pgfailover.host"); ok && dp.Value == 1 {
-				return v.AsString()
+			if addr := hostOf(dp.Attributes); addr != "" && dp.Value == 1 {
+				return addr
 			}
 		}
 		return ""

@@ -15,6 +15,7 @@ import (
 	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/lograte"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -48,6 +49,9 @@ type Pool struct {
 	// while held; setHosts takes it with topoMu held, never the other way.
 	routeMu sync.Mutex
 	lag     *replica.Book // the replicas' freshness, from the probes and the Reader's checks
+	outage  *outage       // while the Pool's target has no usable host; guarded by routeMu
+	// warnings limits repeated warnings (logs.go).
+	warnings *lograte.Limiter
 	// topoMu serializes changes to the host set and guards sourced and
 	// hints. No I/O while held: creating a host's pgxpool connects nothing.
 	topoMu  sync.Mutex
@@ -137,6 +141,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if p.clock == nil {
 		p.clock = clock.Real()
 	}
+	p.warnings = lograte.New(warnEvery, p.clock)
 	p.tracker = hosthealth.NewTracker(nil, hosthealth.Options{Zone: cfg.Zone, Now: p.clock.Now})
 	p.lag = replica.NewBook(historySize, sampleSpacing)
 	p.reader = &Reader{p: p, wait: cfg.Replica.Wait, router: replica.Router{Policy: replica.Policy{

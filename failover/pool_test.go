@@ -327,7 +327,7 @@ func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=2s"))
+	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=2s"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
 		t.Fatal(err)
 	}
@@ -366,6 +366,9 @@ func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
 	st := pool.Stat().Hosts()[0]
 	if st.Pool.IdleConns() != 0 {
 		t.Errorf("host %s keeps %d idle connections after refusing a write", st.Addr, st.Pool.IdleConns())
+	}
+	if n := sum(points(t, ctx, reader), "pgfailover.connection.closed", "host", primary.Addr(), "pgfailover.close.reason", "demoted"); n < 3 {
+		t.Errorf("%v connections counted closed as demoted, want at least the 3 idle ones", n)
 	}
 	if err := primary.Exec(ctx, "ALTER SYSTEM RESET default_transaction_read_only"); err != nil {
 		t.Fatal(err)

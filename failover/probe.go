@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -271,6 +272,7 @@ const firstProbeLead = 500 * time.Millisecond
 // probed records a probe's outcome on host h.
 func (p *Pool) probed(h *hostPool, r probeResult) {
 	before, _ := p.status(h.addr)
+	p.telemetry.probed(h, r.err)
 	if r.err != nil {
 		if class := hosthealth.Classify(r.err); class != hosthealth.NotFailover {
 			p.tracker.ObserveFailure(h.addr, class)
@@ -278,6 +280,13 @@ func (p *Pool) probed(h *hostPool, r probeResult) {
 		if hosthealth.Unanswered(r.err) {
 			// Nothing in flight there will be answered either.
 			h.socks.Kill()
+			if before.State <= hosthealth.Unknown {
+				// The pools let go of the connections just cut, so that
+				// none is counted again when it is next acquired.
+				p.telemetry.closed(h, closedSilentHost, h.openConns())
+				h.pool.Reset()
+				h.reads.Reset()
+			}
 		}
 		if hosthealth.Classify(r.err) != hosthealth.NotFailover {
 			p.steer.failed(h.addr, r.err)
@@ -289,7 +298,9 @@ func (p *Pool) probed(h *hostPool, r probeResult) {
 	}
 	p.probedLag(h.addr, r) // rebuilds the routes with the tracker's news too
 	after, _ := p.status(h.addr)
-	p.logChange(before, after, r.err)
+	if r.err != nil && after.State != before.State {
+		p.warnHost(h.addr, "pgfailover: probe failed", slog.String("error", r.err.Error()))
+	}
 	if after.State != before.State && after.State > hosthealth.Unknown {
 		p.refreshTopology() // a host went down: the cluster may have moved
 	}

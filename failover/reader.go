@@ -383,7 +383,7 @@ func (r *Reader) PgxPool() *pgxpool.Pool {
 // a read.
 func (r *Reader) connUsable(conn *pgx.Conn) bool {
 	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
-	if h == nil || !quiet(conn) {
+	if h == nil || !r.p.stillOpen(h, conn) {
 		return false
 	}
 	rs := r.p.routes.Load()

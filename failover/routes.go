@@ -117,8 +117,9 @@ func (p *Pool) reroute() { p.rerouteWith(nil) }
 // updated the lag book. It holds routeMu: no I/O.
 func (p *Pool) rerouteWith(change func(*replica.Book) bool) {
 	p.routeMu.Lock()
-	defer p.routeMu.Unlock()
-	p.rebuildLocked(nil, change != nil && change(p.lag))
+	n := p.rebuildLocked(nil, change != nil && change(p.lag))
+	p.routeMu.Unlock()
+	p.report(n)
 }
 
 // setTable makes table the host table and hosts the tracker's set, and
@@ -127,19 +128,21 @@ func (p *Pool) rerouteWith(change func(*replica.Book) bool) {
 // holds routeMu: no I/O.
 func (p *Pool) setTable(table *hostTable, hosts []hosthealth.Host, gone []string) {
 	p.routeMu.Lock()
-	defer p.routeMu.Unlock()
 	p.tracker.SetHosts(hosts)
 	forgot := false
 	for _, addr := range gone {
 		forgot = p.lag.Forget(addr) || forgot
 	}
-	p.rebuildLocked(table, forgot)
+	n := p.rebuildLocked(table, forgot)
+	p.routeMu.Unlock()
+	p.report(n)
 }
 
 // rebuildLocked publishes a new routing state when an input changed:
 // table (nil: the current one), the lag book (lagChanged) or the
-// tracker's snapshot. routeMu is held.
-func (p *Pool) rebuildLocked(table *hostTable, lagChanged bool) {
+// tracker's snapshot. routeMu is held. It returns what changed, for
+// report.
+func (p *Pool) rebuildLocked(table *hostTable, lagChanged bool) news {
 	old := p.routes.Load()
 	if table == nil {
 		table = old.table
@@ -153,7 +156,7 @@ func (p *Pool) rebuildLocked(table *hostTable, lagChanged bool) {
 	health := p.tracker.Snapshot()
 	healthChanged := health != old.health
 	if !healthChanged && !freshChanged && table == old.table {
-		return // nothing routing reads changed
+		return news{} // nothing routing reads changed
 	}
 	next := buildRoutes(health, table, fresh, p.cfg.Target, p.cfg.Zone)
 	next.moved, next.changed = old.moved, old.changed
@@ -170,6 +173,11 @@ func (p *Pool) rebuildLocked(table *hostTable, lagChanged bool) {
 	if healthChanged || freshChanged {
 		close(old.changed)
 	}
+	if !healthChanged {
+		return news{}
+	}
+	now := p.clock.Now()
+	return news{changes: diff(old, next), ended: p.trackOutage(old, next, now), at: now}
 }
 
 // firstRoutes is the routing state before any host is known.

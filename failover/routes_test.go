@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -86,6 +87,7 @@ func TestRerouteWakes(t *testing.T) {
 	hosts := []hosthealth.Host{{Addr: "a:5432"}, {Addr: "b:5432"}}
 	p := &Pool{
 		cfg:     &Config{},
+		clock:   clock.Real(),
 		tracker: hosthealth.NewTracker(nil, hosthealth.Options{}),
 		lag:     replica.NewBook(historySize, sampleSpacing),
 	}

@@ -44,12 +44,12 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 		switch {
 		case err == nil:
 			if interruptions > 0 || state.failedOver {
-				pool.telemetry.survived(ctx)
+				pool.telemetry.counted(ctx, nil)
 			}
 			return nil
 		case !errors.Is(err, ErrTxInterrupted) || ctx.Err() != nil:
 			if interruptions > 0 || state.failedOver {
-				pool.telemetry.failed(ctx)
+				pool.telemetry.counted(ctx, err)
 			}
 			return err
 		}
@@ -60,8 +60,9 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 		// The budget is checked before each new run, never during one: a
 		// run that has started keeps the caller's own context.
 		if interruptions >= pool.cfg.MaxAttempts || pool.clock.Now().Sub(first) >= pool.cfg.MaxDuration {
-			pool.telemetry.failed(ctx)
-			return &FailoverError{Kind: ErrBudgetExhausted, Attempts: interruptions, Hosts: hostErrors(err)}
+			fe := &FailoverError{Kind: ErrBudgetExhausted, Attempts: interruptions, Hosts: hostErrors(err)}
+			pool.telemetry.counted(ctx, fe)
+			return fe
 		}
 	}
 }

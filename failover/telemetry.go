@@ -3,7 +3,6 @@ package failover
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -19,20 +18,37 @@ import (
 // instrumentationName names the meter and tracer of this library.
 const instrumentationName = "github.com/pgfailover/pgfailover"
 
+// dbSystem is on every metric point and span: OpenTelemetry's name for
+// the database, which database dashboards group by.
+var dbSystem = attribute.String("db.system.name", "postgresql")
+
 // telemetry holds the Pool's OpenTelemetry instruments. Nothing here runs
-// on a call that meets no failover event.
+// on a call that meets no failover event. The README's metric catalog
+// lists every instrument; TestMetricCatalogIsComplete keeps it complete.
 type telemetry struct {
 	meter         metric.Meter
 	survivedCount metric.Int64Counter
 	failedCount   metric.Int64Counter
 	waitTime      metric.Float64Histogram
+	callAttempts  metric.Int64Histogram
+	duration      metric.Float64Histogram // pgfailover.failover.duration
 	reads         metric.Int64Counter
+	probes        metric.Int64Counter
+	connAttempts  metric.Int64Counter
+	connClosed    metric.Int64Counter
+	connCreate    metric.Float64Histogram
 	readAttrs     [2][numReasons][]metric.AddOption // by destination (replica, primary) and reason
+	outcomes      map[string]attribute.Set          // pgfailover.outcome, with db.system.name
+	system        attribute.Set                     // db.system.name alone
 	tracer        trace.Tracer
 }
 
 // numReasons is the number of replica.Reason values.
 const numReasons = replica.NumReasons
+
+// callOutcomes are the values of pgfailover.outcome: how a call that met a
+// failover event ended.
+var callOutcomes = []string{"survived", "commit_outcome_unknown", "no_host", "budget_exhausted", "failed"}
 
 func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry, error) {
 	if mp == nil {
@@ -42,35 +58,43 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 		tp = otel.GetTracerProvider()
 	}
 	m := mp.Meter(instrumentationName)
-	survived, err := m.Int64Counter("pgfailover.failover.survived",
-		metric.WithDescription("Calls that completed after at least one failover event."),
-		metric.WithUnit("{call}"))
-	if err != nil {
+	t := &telemetry{meter: m, tracer: tp.Tracer(instrumentationName), system: attribute.NewSet(dbSystem), outcomes: map[string]attribute.Set{}}
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		errs = append(errs, err)
+		return c
+	}
+	seconds := func(name, desc string, bounds ...float64) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithDescription(desc), metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(bounds...))
+		errs = append(errs, err)
+		return h
+	}
+	t.survivedCount = counter("pgfailover.failover.survived", "{call}", "Calls that completed after at least one failover event.")
+	t.failedCount = counter("pgfailover.failover.failed", "{call}", "Calls that met a failover event and could not complete safely, by outcome.")
+	t.waitTime = seconds("pgfailover.failover.wait", "Time calls spent waiting for a host that could take them, per call that waited.", waitBuckets...)
+	t.duration = seconds("pgfailover.failover.duration", "Time from a host's first failure to the first success on another host: how long the Pool's calls were failing over.", waitBuckets...)
+	t.reads = counter("pgfailover.reads", "{read}", "Reads the Reader sent, by destination (replica or primary) and reason (eligible, caught_up, waited, pinned, lagging, unavailable).")
+	t.probes = counter("pgfailover.probes", "{probe}", "Health probes sent to each host, by outcome: ok, or the class of the failure.")
+	t.connAttempts = counter("pgfailover.connection.attempts", "{attempt}", "Connections the Pool's pools began to open to each host, by purpose.")
+	t.connClosed = counter("pgfailover.connection.closed", "{connection}", "Connections the Pool closed, by host and reason (demoted, closed_by_server, wrong_role, silent_host, fallback_lifetime, removed).")
+	t.connCreate = seconds("db.client.connection.create_time", "The time it took to open a connection, including the role check.", waitBuckets...)
+	attempts, err := m.Int64Histogram("pgfailover.call.attempts",
+		metric.WithDescription("Attempts (hosts tried) per call that met a failover event, by outcome."),
+		metric.WithUnit("{attempt}"), metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 7, 10, 15, 20))
+	errs = append(errs, err)
+	t.callAttempts = attempts
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	failed, err := m.Int64Counter("pgfailover.failover.failed",
-		metric.WithDescription("Calls that met a failover event and could not complete safely."),
-		metric.WithUnit("{call}"))
-	if err != nil {
-		return nil, err
+	for _, o := range callOutcomes {
+		t.outcomes[o] = attribute.NewSet(dbSystem, attribute.String("pgfailover.outcome", o))
 	}
-	wait, err := m.Float64Histogram("pgfailover.failover.wait",
-		metric.WithDescription("Time calls spent waiting for a host that could take them, per call that waited."),
-		metric.WithUnit("s"))
-	if err != nil {
-		return nil, err
-	}
-	reads, err := m.Int64Counter("pgfailover.reads",
-		metric.WithDescription("Reads the Reader sent, by destination (replica or primary) and reason (eligible, caught_up, waited, pinned, lagging, unavailable)."),
-		metric.WithUnit("{read}"))
-	if err != nil {
-		return nil, err
-	}
-	t := &telemetry{meter: m, survivedCount: survived, failedCount: failed, waitTime: wait, reads: reads, tracer: tp.Tracer(instrumentationName)}
 	for d, dest := range []string{"replica", "primary"} {
 		for r := range numReasons {
 			// Built once: recording then allocates nothing.
 			t.readAttrs[d][r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
+				dbSystem,
 				attribute.String("pgfailover.destination", dest),
 				attribute.String("pgfailover.reason", replica.Reason(r).String()),
 			))}
@@ -78,6 +102,11 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 	}
 	return t, nil
 }
+
+// waitBuckets are the bucket bounds, in seconds, of the histograms of
+// failover times: from a few milliseconds (a promotion seen at once) to a
+// minute (past failover_max_duration's default).
+var waitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // readRouted counts a read the Reader sent, to a replica or the primary.
 func (t *telemetry) readRouted(ctx context.Context, reason replica.Reason) {
@@ -88,105 +117,62 @@ func (t *telemetry) readRouted(ctx context.Context, reason replica.Reason) {
 	t.reads.Add(ctx, 1, t.readAttrs[dest][reason]...)
 }
 
-// registerHosts reports every host of p, at each collection, as the gauge
-// pgfailover.host.state: 1 per host, with its address, its state for the
-// Pool's target and its role as attributes; and each replica whose
-// staleness bound is known as the gauge pgfailover.replica.staleness.
-// Unregister it at Close.
-func (t *telemetry) registerHosts(p *Pool) (metric.Registration, error) {
-	gauge, err := t.meter.Int64ObservableGauge("pgfailover.host.state",
-		metric.WithDescription("Each host the Pool knows, with its state for the Pool's target and its role; always 1."),
-		metric.WithUnit("{host}"))
-	if err != nil {
-		return nil, err
-	}
-	stale, err := t.meter.Float64ObservableGauge("pgfailover.replica.staleness",
-		metric.WithDescription("Upper bound on how stale each replica is: the age of the newest primary WAL sample it has replayed. Absent while unknown."),
-		metric.WithUnit("s"))
-	if err != nil {
-		return nil, err
-	}
-	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		rs := p.routes.Load()
-		s := rs.health
-		now := p.clock.Now()
-		for i := range s.Len() {
-			h := s.Host(i)
-			host := attribute.String("pgfailover.host", h.Addr)
-			o.ObserveInt64(gauge, 1, metric.WithAttributes(
-				host,
-				attribute.String("pgfailover.state", s.State(i, p.cfg.Target).String()),
-				attribute.String("pgfailover.role", h.Role.String()),
-			))
-			if bound, ok := rs.hosts[i].fresh.Staleness(now); ok {
-				o.ObserveFloat64(stale, bound.Seconds(), metric.WithAttributes(host))
-			}
-		}
-		return nil
-	}, gauge, stale)
-}
-
 // waited records that a call waited d for a usable host.
 func (t *telemetry) waited(ctx context.Context, span trace.Span, d time.Duration) {
-	t.waitTime.Record(ctx, d.Seconds())
+	t.waitTime.Record(ctx, d.Seconds(), metric.WithAttributeSet(t.system))
 	span.AddEvent("waited for a usable host", trace.WithAttributes(attribute.Float64("pgfailover.wait_seconds", d.Seconds())))
 }
 
 // startEpisode starts the span of one call's failover episode: from its
 // first failover event to its outcome.
 func (t *telemetry) startEpisode(ctx context.Context) trace.Span {
-	_, span := t.tracer.Start(ctx, "pgfailover.failover", trace.WithSpanKind(trace.SpanKindClient))
+	_, span := t.tracer.Start(ctx, "pgfailover.failover", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(dbSystem))
 	return span
 }
 
 // hostFailed adds an event for one host that failed during the episode.
-func (t *telemetry) hostFailed(span trace.Span, addr string, class hosthealth.Class, err error) {
+func (t *telemetry) hostFailed(span trace.Span, h *hostPool, class hosthealth.Class, err error) {
 	span.AddEvent("host failed", trace.WithAttributes(
-		attribute.String("pgfailover.host", addr),
+		h.server.address, h.server.port,
 		attribute.String("pgfailover.class", class.String()),
 		attribute.String("error.message", err.Error()),
 	))
 }
 
-// endEpisode ends the episode's span with the call's outcome.
-func (t *telemetry) endEpisode(span trace.Span, err error) {
-	outcome := "survived"
+// callOutcome names how a call that met a failover event ended: a value of
+// pgfailover.outcome.
+func callOutcome(err error) string {
 	switch {
+	case err == nil:
+		return "survived"
 	case errors.Is(err, ErrCommitOutcomeUnknown):
-		outcome = "commit-outcome-unknown"
+		return "commit_outcome_unknown"
 	case errors.Is(err, ErrNoHost):
-		outcome = "no-host"
+		return "no_host"
 	case errors.Is(err, ErrBudgetExhausted):
-		outcome = "budget-exhausted"
-	case err != nil:
-		outcome = "failed"
+		return "budget_exhausted"
 	}
+	return "failed"
+}
+
+// endEpisode ends the episode's span with the call's outcome, and records
+// how many attempts the call made.
+func (t *telemetry) endEpisode(ctx context.Context, span trace.Span, attempts int, err error) {
+	outcome := callOutcome(err)
 	span.SetAttributes(attribute.String("pgfailover.outcome", outcome))
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
+	t.callAttempts.Record(ctx, int64(attempts), metric.WithAttributeSet(t.outcomes[outcome]))
 }
 
-func (t *telemetry) survived(ctx context.Context) { t.survivedCount.Add(ctx, 1) }
-func (t *telemetry) failed(ctx context.Context)   { t.failedCount.Add(ctx, 1) }
-
-// logChange logs a host's change of state or role. Changes are rare, so
-// they need no rate limit; a host failing the same way again logs nothing.
-func (p *Pool) logChange(before, after hosthealth.HostStatus, err error) {
-	if p.cfg.Logger == nil || (before.State == after.State && before.Role == after.Role) {
+// counted records the outcome of a call that met a failover event.
+func (t *telemetry) counted(ctx context.Context, err error) {
+	if err == nil {
+		t.survivedCount.Add(ctx, 1, metric.WithAttributeSet(t.system))
 		return
 	}
-	attrs := []any{
-		slog.String("host", after.Addr),
-		slog.String("state", after.State.String()),
-		slog.String("was", before.State.String()),
-		slog.String("role", after.Role.String()),
-	}
-	level := slog.LevelInfo
-	if err != nil {
-		level = slog.LevelWarn
-		attrs = append(attrs, slog.String("error", err.Error()))
-	}
-	p.cfg.Logger.Log(context.Background(), level, "pgfailover: host changed", attrs...)
+	t.failedCount.Add(ctx, 1, metric.WithAttributeSet(t.outcomes[callOutcome(err)]))
 }

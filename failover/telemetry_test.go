@@ -3,9 +3,12 @@ package failover_test
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -71,12 +74,15 @@ func counters(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) map[
 }
 
 // newObservedPool is newPool with a meter provider and a span recorder the
-// test can read.
-func newObservedPool(t *testing.T, ctx context.Context, dsn string) (*sdkmetric.ManualReader, *tracetest.SpanRecorder, *failover.Pool) {
+// test can read; each of opts may change the Config first.
+func newObservedPool(t *testing.T, ctx context.Context, dsn string, opts ...func(*failover.Config)) (*sdkmetric.ManualReader, *tracetest.SpanRecorder, *failover.Pool) {
 	t.Helper()
 	cfg, err := failover.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	reader, meters := newMeter(t)
 	spans := tracetest.NewSpanRecorder()
@@ -155,16 +161,29 @@ func spanHas(s sdktrace.ReadOnlySpan, key, value string) bool {
 	return false
 }
 
-// eventNames reports whether some event of s names host addr.
+// eventNames reports whether some event of s names host addr, in
+// server.address and server.port.
 func eventNames(s sdktrace.ReadOnlySpan, addr string) bool {
 	for _, e := range s.Events() {
-		for _, kv := range e.Attributes {
-			if kv.Key == "pgfailover.host" && kv.Value.AsString() == addr {
-				return true
-			}
+		if hostOf(attribute.NewSet(e.Attributes...)) == addr {
+			return true
 		}
 	}
 	return false
+}
+
+// hostOf is the host:port that a metric point's or event's server.address
+// and server.port name, "" when they name none.
+func hostOf(attrs attribute.Set) string {
+	host, ok := attrs.Value("server.address")
+	if !ok {
+		return ""
+	}
+	port, ok := attrs.Value("server.port")
+	if !ok {
+		return host.AsString()
+	}
+	return net.JoinHostPort(host.AsString(), strconv.FormatInt(port.AsInt64(), 10))
 }
 
 // gauges reads every int64 gauge data point the reader has collected.
@@ -202,9 +221,8 @@ func TestHostGaugeAndWaitTelemetry(t *testing.T) {
 
 	states := map[string]string{}
 	for _, dp := range gauges(t, ctx, reader, "pgfailover.host.state") {
-		host, _ := dp.Attributes.Value("pgfailover.host")
 		state, _ := dp.Attributes.Value("pgfailover.state")
-		states[host.AsString()] = state.AsString()
+		states[hostOf(dp.Attributes)] = state.AsString()
 	}
 	if states[old.Addr()] != "healthy" || states[replica.Addr()] != "topology-reject" || len(states) != 2 {
 		t.Fatalf("host gauge: %v", states)

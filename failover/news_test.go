@@ -1,0 +1,93 @@
+package failover
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/lograte"
+	"github.com/pgfailover/pgfailover/replica"
+)
+
+// TestFailoverDurationAndHostChanges: the Pool's routing state, rebuilt
+// after each observation, logs each host change once and measures the time
+// the target had no usable host, on the Pool's clock.
+func TestFailoverDurationAndHostChanges(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_000_000, 0))
+	reader := sdkmetric.NewManualReader()
+	tel, err := newTelemetry(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	p := &Pool{
+		cfg:       &Config{Target: hosthealth.TargetPrimary, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		clock:     fake,
+		telemetry: tel,
+		warnings:  lograte.New(warnEvery, fake),
+		tracker:   hosthealth.NewTracker(nil, hosthealth.Options{Now: fake.Now}),
+		lag:       replica.NewBook(historySize, sampleSpacing),
+	}
+	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
+	hosts := []hosthealth.Host{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5432"}}
+	table := &hostTable{byAddr: map[string]*hostPool{}}
+	for i, h := range hosts {
+		hp := &hostPool{addr: h.Addr, server: newServerAttrs(Host{Host: "10.0.0." + string(rune('1'+i)), Port: 5432})}
+		table.byAddr[h.Addr] = hp
+		table.list = append(table.list, hp)
+	}
+	p.setTable(table, hosts, nil)
+	observe := func(f func()) { f(); p.reroute() }
+	observe(func() { p.tracker.ObserveConnect(hosts[0].Addr, hosthealth.RolePrimary) })
+	observe(func() { p.tracker.ObserveConnect(hosts[1].Addr, hosthealth.RoleReplica) })
+
+	fake.Advance(time.Second)
+	observe(func() { p.tracker.ObserveFailure(hosts[0].Addr, hosthealth.Transport) })
+	observe(func() { p.tracker.ObserveFailure(hosts[0].Addr, hosthealth.Transport) }) // the same news again
+	fake.Advance(1500 * time.Millisecond)
+	observe(func() { p.tracker.ObserveConnect(hosts[1].Addr, hosthealth.RolePrimary) })
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var got []float64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "pgfailover.failover.duration" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				if addr, _ := dp.Attributes.Value("server.address"); addr.AsString() != "10.0.0.1" {
+					t.Errorf("duration recorded for %v, want the host that failed", dp.Attributes.ToSlice())
+				}
+				got = append(got, dp.Sum)
+			}
+		}
+	}
+	if len(got) != 1 || got[0] != 1.5 {
+		t.Errorf("failover durations %v, want one of 1.5 s", got)
+	}
+
+	text := logs.String()
+	for _, want := range []string{
+		`msg="pgfailover: host changed" host=10.0.0.1:5432 state=transport-error was=healthy role=primary role_was=primary`,
+		`msg="pgfailover: host changed" host=10.0.0.2:5432 state=healthy was=healthy role=primary role_was=replica`,
+		`msg="pgfailover: failover ended" failed=10.0.0.1:5432 duration=1.5s host=10.0.0.2:5432`,
+	} {
+		if n := strings.Count(text, want); n != 1 {
+			t.Errorf("logged %d times, want once: %s\nlog:\n%s", n, want, text)
+		}
+	}
+	if strings.Contains(text, "host added") {
+		t.Errorf("the first host table logged hosts as added:\n%s", text)
+	}
+}
