@@ -198,7 +198,8 @@ func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 // at the socket: anything already waiting on an idle connection (a FATAL
 // from a shutdown, an end-of-file, a role change after a promotion) means
 // its state is uncertain, so it is discarded before a statement is sent on
-// it.
+// it. A connection whose server answered on it less than
+// netconn.RecentRead ago is not peeked (see quiet).
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 	if !p.stillOpen(h, conn) {
 		return false
@@ -224,10 +225,16 @@ func (p *Pool) stillOpen(h *hostPool, conn *pgx.Conn) bool {
 }
 
 // quiet reports whether nothing is waiting on an idle connection's socket:
-// the peek of usable, for connections that serve either role.
+// the peek of usable, for connections that serve either role. The peek is
+// skipped when the socket returned data less than netconn.RecentRead ago
+// (PeekIdle): on a busy pool that is nearly every reuse, and only a FATAL
+// sent in that moment can be waiting. The time is the socket's last read,
+// not the connection's last release, so a connection that sat unused in
+// a caller's hands (an Acquire, database/sql) before it was given back is
+// peeked.
 func quiet(conn *pgx.Conn) bool {
 	if pk, _ := conn.PgConn().CustomData()[peekKey].(*netconn.Peeker); pk != nil {
-		switch pk.Peek() {
+		switch pk.PeekIdle() {
 		case netconn.PeekPending, netconn.PeekClosed:
 			return false
 		}

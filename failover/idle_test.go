@@ -1,7 +1,11 @@
 package failover_test
 
 import (
+	"context"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
@@ -41,5 +45,47 @@ func TestIdleKilledConnectionIsNeverUsed(t *testing.T) {
 	var n int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM idle_kill").Scan(&n); err != nil || n != 3 {
 		t.Fatalf("%d rows, %v; want 3, each written once", n, err)
+	}
+}
+
+// TestHeldConnectionIsPeekedWhenGivenBack holds a connection unused while
+// its backend is terminated, gives it back, and writes at once: the
+// connection was released a moment ago but its socket last read anything
+// before the FATAL came, so the peek runs and the write goes out on a new
+// connection. Both through the Pool and through PgxPool, whose
+// connections are dialled another way.
+func TestHeldConnectionIsPeekedWhenGivenBack(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	pool := newPool(t, ctx, c.ConnString("pool_max_conns=1&health_probe_interval=1h"))
+	if _, err := pool.Exec(ctx, "CREATE TABLE held_kill (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	type acquirer interface {
+		Acquire(context.Context) (*pgxpool.Conn, error)
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}
+	for name, q := range map[string]acquirer{"Pool": pool, "PgxPool": pool.PgxPool()} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := q.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pid uint32
+			if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				conn.Release()
+				t.Fatal(err)
+			}
+			terminate(t, ctx, c.Primary(), pid)
+			conn.Release()
+			if _, err := q.Exec(ctx, "INSERT INTO held_kill VALUES (1)"); err != nil {
+				t.Fatalf("a write right after a held connection was given back failed: %v", err)
+			}
+		})
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM held_kill").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d rows, %v; want 2, each written once", n, err)
 	}
 }

@@ -212,19 +212,15 @@ func (r *Reader) newPinnedCall(ctx context.Context) call {
 // Query runs a read and returns its rows, as Pool.Query does, on a replica
 // or (see Reader) the primary, in a read-only session.
 func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	rs := &rows{ctx: ctx, sql: sql, args: args, call: r.newPinnedCall(ctx)}
-	if err := rs.start(); err != nil {
-		return errRows{err: err}, err
-	}
-	return rs, nil
+	c := r.newPinnedCall(ctx)
+	return startRows(&c, ctx, sql, args)
 }
 
 // QueryRow runs a read expected to return at most one row, as
 // Pool.QueryRow does, on a replica or the primary.
 func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	row := &row{ctx: ctx, sql: sql, args: args, call: r.newPinnedCall(ctx)}
-	row.send()
-	return row
+	c := r.newPinnedCall(ctx)
+	return sendRow(&c, ctx, sql, args)
 }
 
 // SendBatch sends a batch of reads, as Pool.SendBatch does, on a replica

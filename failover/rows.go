@@ -15,8 +15,28 @@ import (
 // Scan may run the query again on another host when it failed before its
 // row reached the caller, under the same rules as Query.
 func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	r := &row{ctx: ctx, sql: sql, args: args, call: p.newCall(ctx)}
-	r.send()
+	c := p.newCall(ctx)
+	return sendRow(&c, ctx, sql, args)
+}
+
+// sendRow acquires a connection for c and sends the query there. The row
+// that follows the call from then on comes from that connection's slab
+// (see rowSlab); c, which lives on the caller's stack, is copied into it.
+func sendRow(c *call, ctx context.Context, sql string, args []any) *row {
+	conn, err := c.acquire()
+	var r *row
+	if err == nil {
+		r = slabOf(conn).row() // zero: never handed out before
+	} else {
+		r = new(row)
+	}
+	r.call = *c
+	r.ctx, r.sql, r.args = ctx, sql, args
+	if err != nil {
+		r.err = err
+		return r
+	}
+	r.sendOn(conn)
 	return r
 }
 
@@ -39,6 +59,11 @@ func (r *row) send() {
 		r.err = err
 		return
 	}
+	r.sendOn(conn)
+}
+
+// sendOn sends the query on conn, which the row holds until Scan.
+func (r *row) sendOn(conn *pgxpool.Conn) {
 	inner, err := conn.Query(r.ctx, r.sql, r.args...)
 	if err != nil {
 		inner = errRows{err: err}
@@ -132,11 +157,45 @@ var errScanPanicked = errors.New("pgfailover: an earlier Scan of this row panick
 // row has been delivered, a failure ends the rows with an error, and rows
 // from another execution are never added.
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	r := &rows{ctx: ctx, sql: sql, args: args, call: p.newCall(ctx)}
-	if err := r.start(); err != nil {
+	c := p.newCall(ctx)
+	return startRows(&c, ctx, sql, args)
+}
+
+// startRows sends the query through c to the first host that accepts it.
+// The rows that follow the call from then on come from the slab of the
+// connection they were sent on (see rowSlab); c, which lives on the
+// caller's stack, is copied into them.
+func startRows(c *call, ctx context.Context, sql string, args []any) (pgx.Rows, error) {
+	var conn *pgxpool.Conn
+	var inner pgx.Rows
+	err := c.attempt(func(cn *pgxpool.Conn) (policy, error) {
+		var err error
+		conn, inner, err = queryOn(cn, ctx, sql, args)
+		if err != nil {
+			return c.p.classes.queryPolicy(ctx, sql), err
+		}
+		return 0, errKeep // the policy of a success that goes on is not looked at
+	})
+	if err != nil {
 		return errRows{err: err}, err
 	}
+	r := slabOf(conn).rows() // zero: never handed out before
+	r.call = *c
+	r.ctx, r.sql, r.args = ctx, sql, args
+	r.conn, r.inner = conn, inner
 	return r, nil
+}
+
+// queryOn sends the query on conn. On failure, it gives conn back and
+// returns the error as a host's refusal means it (explainRefusal).
+func queryOn(conn *pgxpool.Conn, ctx context.Context, sql string, args []any) (*pgxpool.Conn, pgx.Rows, error) {
+	inner, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		err = explainRefusal(ctx, conn, err)
+		conn.Release()
+		return nil, nil, err
+	}
+	return conn, inner, nil
 }
 
 // rows follows one query across hosts until its first row is delivered.
@@ -152,17 +211,16 @@ type rows struct {
 	err          error // the final error, once settled
 }
 
-// start sends the query to the next host that accepts it.
+// start sends the query again, to the next host that accepts it: the
+// last execution failed before its first row reached the caller.
 func (r *rows) start() error {
 	return r.call.attempt(func(conn *pgxpool.Conn) (policy, error) {
-		inner, err := conn.Query(r.ctx, r.sql, r.args...)
-		if err == nil {
-			r.conn, r.inner = conn, inner
-			return 0, errKeep // the policy of a success that goes on is not looked at
+		conn, inner, err := queryOn(conn, r.ctx, r.sql, r.args)
+		if err != nil {
+			return r.call.p.classes.queryPolicy(r.ctx, r.sql), err
 		}
-		err = explainRefusal(r.ctx, conn, err)
-		conn.Release()
-		return r.call.p.classes.queryPolicy(r.ctx, r.sql), err
+		r.conn, r.inner = conn, inner
+		return 0, errKeep // the policy of a success that goes on is not looked at
 	})
 }
 
@@ -266,3 +324,57 @@ func (e errRows) Values() ([]any, error)                     { return nil, e.err
 func (errRows) RawValues() [][]byte                          { return nil }
 func (errRows) Conn() *pgx.Conn                              { return nil }
 func (errRows) TypeMap() *pgtype.Map                         { return nil }
+
+// rowsKey is where a connection's rowSlab lives in pgconn's
+// per-connection CustomData.
+const rowsKey = "pgfailover.rows"
+
+// rowSlabSize is how many row (or rows) values a slab allocates at once,
+// as many as pgx's own slab of rows per connection.
+const rowSlabSize = 64
+
+// rowSlab hands out the row and rows values of the calls whose first
+// attempt ran on one connection, as pgxpool and pgx hand out theirs: they
+// are allocated rowSlabSize at a time, and each is handed out once and
+// never reused, so no two executions ever share one, and a caller may
+// keep one (and call Scan, Err or CommandTag on it) for as long as it
+// likes. Only the holder of the connection touches its slab, right after
+// acquiring it; the pool's acquire and release order the holders. A slab
+// stays in memory while any value of it does, and its values keep what
+// they refer to (the context, the arguments) as pgx's own slab of rows
+// does.
+type rowSlab struct {
+	rowFree  []row  // not handed out yet
+	rowsFree []rows // not handed out yet
+}
+
+// slabOf returns conn's slab, making it on first use. conn is held.
+func slabOf(conn *pgxpool.Conn) *rowSlab {
+	cd := conn.Conn().PgConn().CustomData()
+	s, _ := cd[rowsKey].(*rowSlab)
+	if s == nil {
+		s = new(rowSlab)
+		cd[rowsKey] = s
+	}
+	return s
+}
+
+// row returns a row never handed out before.
+func (s *rowSlab) row() *row {
+	if len(s.rowFree) == 0 {
+		s.rowFree = make([]row, rowSlabSize)
+	}
+	r := &s.rowFree[0]
+	s.rowFree = s.rowFree[1:]
+	return r
+}
+
+// rows returns a rows never handed out before.
+func (s *rowSlab) rows() *rows {
+	if len(s.rowsFree) == 0 {
+		s.rowsFree = make([]rows, rowSlabSize)
+	}
+	r := &s.rowsFree[0]
+	s.rowsFree = s.rowsFree[1:]
+	return r
+}

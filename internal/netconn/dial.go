@@ -1,6 +1,7 @@
 package netconn
 
 import (
+	"context"
 	"net"
 	"syscall"
 	"time"
@@ -38,7 +39,8 @@ const (
 // pgconn's: pgconn's (a net.Dialer; connect_timeout bounds the dial through
 // the context pgconn passes) with shorter keepalives and, on Linux,
 // TCP_USER_TIMEOUT set to userTimeout on TCP sockets. userTimeout 0 leaves
-// the operating system's default.
+// the operating system's default. Its connections record when they last
+// read something (Peeker.PeekIdle).
 func DialFunc(userTimeout time.Duration) pgconn.DialFunc {
 	d := &net.Dialer{
 		KeepAliveConfig: net.KeepAliveConfig{
@@ -63,5 +65,11 @@ func DialFunc(userTimeout time.Duration) pgconn.DialFunc {
 			return serr
 		}
 	}
-	return d.DialContext
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return newTimedConn(c, nil), nil
+	}
 }

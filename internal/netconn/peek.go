@@ -21,6 +21,9 @@ const (
 	// PeekUnsupported means the connection is not a socket this package
 	// can peek.
 	PeekUnsupported
+	// PeekFresh means the socket returned data less than RecentRead ago,
+	// so PeekIdle did not look (see RecentRead).
+	PeekFresh
 )
 
 func (r PeekResult) String() string {
@@ -31,6 +34,8 @@ func (r PeekResult) String() string {
 		return "pending"
 	case PeekClosed:
 		return "closed"
+	case PeekFresh:
+		return "fresh"
 	default:
 		return "unsupported"
 	}
@@ -40,14 +45,17 @@ func (r PeekResult) String() string {
 // peek costs one system call and no allocation. A Peeker is not safe for
 // concurrent use; a pooled connection has one user at a time.
 type Peeker struct {
-	rc   syscall.RawConn
-	peek func(fd uintptr)
-	res  PeekResult
-	buf  [1]byte
+	rc    syscall.RawConn
+	peek  func(fd uintptr)
+	reads *timedConn // when its last read was; nil when the connection does not record it
+	res   PeekResult
+	buf   [1]byte
 }
 
 // NewPeeker returns a Peeker for c, or nil when c (or the connection under
-// a TLS layer) does not expose its socket.
+// a TLS layer) does not expose its socket. A connection dialled through
+// DialFunc or Sockets.DialFunc records when it last read something, for
+// PeekIdle.
 func NewPeeker(c net.Conn) *Peeker {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
@@ -60,7 +68,7 @@ func NewPeeker(c net.Conn) *Peeker {
 	if err != nil {
 		return nil
 	}
-	p := &Peeker{rc: rc}
+	p := &Peeker{rc: rc, reads: readsOf(c)}
 	p.peek = p.peekFD
 	return p
 }
@@ -78,4 +86,20 @@ func (p *Peeker) Peek() PeekResult {
 		return PeekClosed
 	}
 	return p.res
+}
+
+// PeekIdle is Peek before an idle connection is reused: when its socket
+// returned data less than RecentRead ago, it reports PeekFresh without a
+// system call. The server answered on it a moment ago, so only a FATAL
+// sent in that moment can be waiting, and that is the window PeekIdle
+// accepts (see RecentRead). Otherwise, and for a connection that does not
+// record its reads, it peeks.
+func (p *Peeker) PeekIdle() PeekResult {
+	if p == nil {
+		return PeekUnsupported
+	}
+	if p.reads != nil && p.reads.readWithin(RecentRead) {
+		return PeekFresh
+	}
+	return p.Peek()
 }

@@ -75,7 +75,9 @@ var errNoCancel = errors.New("pgfailover: cancel request not sent: the host does
 // own, because pgconn dials its cancel requests with the DialFunc of the
 // connection it cancels: a dial while the connection it made before is
 // still open is a cancel request. With cancels false no cancel request is
-// ever sent (the probe's question is not worth one).
+// ever sent (the probe's question is not worth one). Its connections
+// record when they last read something, whatever base is
+// (Peeker.PeekIdle).
 func (ss *Sockets) DialFunc(base pgconn.DialFunc, cancels bool) pgconn.DialFunc {
 	var last atomic.Pointer[socket]
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -94,7 +96,7 @@ func (ss *Sockets) DialFunc(base pgconn.DialFunc, cancels bool) pgconn.DialFunc 
 		if err != nil {
 			return nil, err
 		}
-		s := &socket{Conn: c, set: ss}
+		s := &socket{Conn: timed(c), set: ss}
 		s.detached.Store(cancelReq)
 		ss.add(s)
 		if !cancelReq {
