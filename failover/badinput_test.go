@@ -524,3 +524,57 @@ func TestParseConfigZonesWithSpaces(t *testing.T) {
 		checkConfigError(t, err, keyZones, "3 zones given for 2 hosts")
 	})
 }
+
+// TestNewWithConfigChecksDurationsSetInCode: a duration field set in code
+// after ParseConfig is held to the range ParseConfig holds its key to, and
+// NewWithConfig's error names the key and the field. The values at the
+// ends of each range are taken (lazy_connect=on, so that nothing is
+// dialled).
+func TestNewWithConfigChecksDurationsSetInCode(t *testing.T) {
+	tests := []struct {
+		name  string
+		set   func(*Config)
+		key   string // "" when the Config is good
+		field string
+	}{
+		{"wait max below the floor", func(c *Config) { c.HealthProbeWaitMax = time.Millisecond }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
+		{"wait max zero", func(c *Config) { c.HealthProbeWaitMax = 0 }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
+		{"wait max negative", func(c *Config) { c.HealthProbeWaitMax = -time.Second }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
+		{"wait max above the probe interval", func(c *Config) { c.HealthProbeWaitMax = 2 * time.Second }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
+		{"probe interval lowered below the wait max", func(c *Config) { c.HealthProbeInterval = 20 * time.Millisecond }, keyHealthProbeWaitMax, "HealthProbeInterval"},
+		{"replica wait negative", func(c *Config) { c.Replica.Wait = -time.Millisecond }, keyReplicaWait, ""},
+		{"wait max at the floor", func(c *Config) { c.HealthProbeWaitMax = probeFloor }, "", ""},
+		{"wait max at the probe interval", func(c *Config) { c.HealthProbeWaitMax = c.HealthProbeInterval }, "", ""},
+		{"both lowered together", func(c *Config) {
+			c.HealthProbeInterval, c.HealthProbeWaitMax = 20*time.Millisecond, 20*time.Millisecond
+		}, "", ""},
+		{"replica wait zero", func(c *Config) { c.Replica.Wait = 0 }, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfig("postgres://app:" + badInputPassword + "@127.0.0.1:1/db?lazy_connect=on")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.set(cfg)
+			pool, err := NewWithConfig(t.Context(), cfg)
+			if tt.key == "" {
+				if err != nil {
+					t.Fatalf("NewWithConfig: %v, want a Pool", err)
+				}
+				pool.Close()
+				return
+			}
+			if pool != nil {
+				pool.Close()
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != tt.key {
+				t.Fatalf("NewWithConfig: %v, want a *ConfigError naming %s", err, tt.key)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.field) || strings.Contains(msg, badInputPassword) {
+				t.Errorf("message %q: want it to name %s and not the password", msg, tt.field)
+			}
+		})
+	}
+}

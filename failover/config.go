@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
@@ -117,6 +118,7 @@ type Config struct {
 	// two probes of a reachable host while calls wait for a usable host:
 	// probes start 2ms apart when the wait begins and grow apart with it up
 	// to this. Larger trades detection delay for load on the servers.
+	// NewWithConfig refuses a value set in code outside that range.
 	HealthProbeWaitMax time.Duration
 	// HealthProbeTimeout (health_probe_timeout, default 3s, > 0) is how
 	// long a probe's question may go unanswered on its open connection
@@ -202,6 +204,19 @@ type ReplicaConfig struct {
 	// most (300 commits, a loaded 2-core machine); 20ms covers that with
 	// room to spare.
 	Wait time.Duration
+}
+
+// check reports a setting set in code out of the range ParseConfig
+// enforces for its key, naming the key: NewWithConfig runs it on the
+// Config it is given.
+func (c *Config) check() error {
+	switch {
+	case c.HealthProbeWaitMax < probeFloor:
+		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probeFloor)}
+	case c.HealthProbeWaitMax > c.HealthProbeInterval:
+		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, greater than %s (HealthProbeInterval, %v)", c.HealthProbeWaitMax, keyHealthProbeInterval, c.HealthProbeInterval)}
+	}
+	return c.Replica.check(c.HealthProbeInterval)
 }
 
 // check reports a setting out of range, naming its key.

@@ -38,6 +38,7 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		p.sourced = sourced
 	}
 	wanted, configs := p.wantedHosts()
+	claimedBefore := p.tracker.Snapshot()
 
 	old := p.routes.Load().table
 	next := &hostTable{byAddr: make(map[string]*hostPool, len(wanted))}
@@ -77,6 +78,16 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 	for _, h := range gone {
 		p.retire(h)
 	}
+	// A member newly named the primary is probed at once: a promotion may
+	// be under way there.
+	for _, w := range wanted {
+		if w.Claimed != hosthealth.RolePrimary {
+			continue
+		}
+		if i, ok := claimedBefore.Lookup(w.Addr); !ok || claimedBefore.Host(i).Claimed != hosthealth.RolePrimary {
+			p.hintPrimary(w.Addr)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -111,6 +122,7 @@ func (p *Pool) wantedHosts() ([]hosthealth.Host, []Host) {
 // retire drains a host that left the topology. Called with topoMu held.
 func (p *Pool) retire(h *hostPool) {
 	h.retired.Store(true)
+	delete(p.hints, h.addr)
 	if h.stopProbe != nil {
 		h.stopProbe()
 	}

@@ -52,11 +52,15 @@ type Pool struct {
 	outage  *outage       // while the Pool's target has no usable host; guarded by routeMu
 	// warnings limits repeated warnings (logs.go).
 	warnings *lograte.Limiter
-	// topoMu serializes changes to the host set and guards sourced. No I/O
-	// while held: creating a host's pgxpool connects nothing.
+	// topoMu serializes changes to the host set and guards sourced and
+	// hints. No I/O while held: creating a host's pgxpool connects nothing.
 	topoMu  sync.Mutex
 	sourced []topology.Member // the topology source's last report
 	probing bool              // probe loops run; new hosts get one at once
+
+	// hints holds each probe loop's hint channel, by address (see
+	// hintPrimary).
+	hints map[string]chan struct{}
 
 	// waiting counts calls waiting for a usable host. While it is above
 	// zero the probes ask faster (see probeSchedule).
@@ -120,7 +124,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, errors.New("pgfailover: the Config must be created by ParseConfig")
 	}
 	cfg = cfg.Copy()
-	if err := cfg.Replica.check(cfg.HealthProbeInterval); err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
 	tel, err := newTelemetry(cfg.MeterProvider, cfg.TracerProvider)

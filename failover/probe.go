@@ -317,12 +317,19 @@ func (p *Pool) status(addr string) (hosthealth.HostStatus, bool) {
 
 // startProbe starts h's probe loop, on the schedule probeSchedule
 // describes: every health_probe_interval while no call waits, faster while
-// calls wait for a usable host, and with a backoff of its own while the
-// host cannot be reached. The loop ends, and closes its connection, when
-// the Pool closes or h leaves the topology.
+// calls wait for a usable host, with a backoff of its own while the host
+// cannot be reached, and at once when the topology source names it the
+// new primary (see hintPrimary). The loop ends, and closes its
+// connection, when the Pool closes or h leaves the topology. Called with
+// topoMu held.
 func (p *Pool) startProbe(h *hostPool) {
 	ctx, stop := context.WithCancel(p.life)
 	h.stopProbe = stop
+	hint := make(chan struct{}, 1)
+	if p.hints == nil {
+		p.hints = make(map[string]chan struct{})
+	}
+	p.hints[h.addr] = hint
 	sched := probeSchedule{idle: p.cfg.HealthProbeInterval, waitMax: p.cfg.HealthProbeWaitMax, rand: rand.Int64N}
 	p.bg.Go(func() {
 		defer close(h.probeDone)
@@ -334,16 +341,18 @@ func (p *Pool) startProbe(h *hostPool) {
 			// channel, so the probe cannot sleep through it.
 			wake := *p.wake.Load()
 			at := sched.next(st, p.waitState(), p.claimedPrimary(h.addr), p.clock.Now())
-			woke, ok := p.sleepUntil(ctx, at, wake)
-			if !ok {
-				return
-			}
-			if woke {
+			why := p.sleepUntil(ctx, at, wake, hint)
+			if why == wakeWaiter {
 				// The first waiter wakes every probe at once, but a
 				// host inside its own backoff waits for its end.
-				if !p.sleepUntilOnly(ctx, sched.woken(st, p.clock.Now())) {
-					return
-				}
+				why = p.sleepUntil(ctx, sched.woken(st, p.clock.Now()), nil, hint)
+			}
+			switch why {
+			case wakeStopped:
+				return
+			case wakeHint:
+				st = sched.hinted(st, p.clock.Now())
+				continue
 			}
 			h.probes.Add(1)
 			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout)
@@ -353,30 +362,49 @@ func (p *Pool) startProbe(h *hostPool) {
 	})
 }
 
-// sleepUntil waits on the Pool's clock until at, or until wake closes
-// (woke), or until ctx ends (!ok).
-func (p *Pool) sleepUntil(ctx context.Context, at time.Time, wake <-chan struct{}) (woke, ok bool) {
+// wakeup is why a probe loop's sleep ended.
+type wakeup int
+
+const (
+	wakeTimeUp  wakeup = iota // the time it slept until came
+	wakeWaiter                // the first call to wait closed the wake channel
+	wakeHint                  // the topology source named the host the new primary
+	wakeStopped               // the loop's context ended
+)
+
+// sleepUntil waits on the Pool's clock until at, until wake closes or a
+// hint arrives, or until ctx ends, and says which came first.
+func (p *Pool) sleepUntil(ctx context.Context, at time.Time, wake, hint <-chan struct{}) wakeup {
 	d := at.Sub(p.clock.Now())
 	if d <= 0 {
-		return false, ctx.Err() == nil
+		if ctx.Err() != nil {
+			return wakeStopped
+		}
+		return wakeTimeUp
 	}
 	t := p.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false, false
+		return wakeStopped
 	case <-t.C():
-		return false, true
+		return wakeTimeUp
 	case <-wake:
-		return true, true
+		return wakeWaiter
+	case <-hint:
+		return wakeHint
 	}
 }
 
-// sleepUntilOnly waits on the Pool's clock until at; it reports false when
-// ctx ended first.
-func (p *Pool) sleepUntilOnly(ctx context.Context, at time.Time) bool {
-	_, ok := p.sleepUntil(ctx, at, nil)
-	return ok
+// hintPrimary tells the probe loop of the host at addr that the topology
+// source now names it the primary, so that it probes the host at once (see
+// probeSchedule.hinted). A hint already pending is enough. Called with
+// topoMu held.
+func (p *Pool) hintPrimary(addr string) {
+	select {
+	case p.hints[addr] <- struct{}{}:
+	default:
+	}
 }
 
 // waitState reports whether calls wait for a usable host, and since when.

@@ -19,9 +19,18 @@ import (
 //     by probeGrowth, at least probeFloor and at most waitMax
 //     (health_probe_wait_max), jittered into [½, 1] of that (never below
 //     probeFloor), so that instances woken by the same crash do not probe
-//     in step. A host a topology source claims as primary is probed at
-//     probeFloor: a promotion is under way there, and its server's answer
-//     still decides;
+//     in step;
+//   - a topology source names the host the new primary (a hint, see
+//     hinted): the host goes to the front. Its backoff is forgotten and it
+//     is probed at once, waiting or not. A source names a leader before its
+//     server has finished promoting, so for one idle after the hint, while
+//     the claim stands, the host is followed up: while calls wait, on the
+//     curve above counted from the hint instead of from the wait's start
+//     (2ms apart at first); while none waits, each interval as long as the
+//     time since the hint (from probeBackoffInitial: about 9 probes with
+//     the defaults); a host that cannot be reached keeps its backoff,
+//     started again from the first step. Its server's answer still decides
+//     its role;
 //   - the host could not be reached (refused, timed out, reset, refusing
 //     for now): a backoff of its own, probeBackoffInitial doubling with
 //     each failure up to probeBackoffMax (and never beyond idle), each
@@ -96,6 +105,10 @@ type probeState struct {
 	failures int          // consecutive failed probes, up to the last
 	last     time.Time    // when the last probe ended; zero before the first
 	retryAt  time.Time    // with probeFailed: when the host's backoff ends
+	// hinted says that a hint came after the last probe: the next probe
+	// is due at once. hintAt is when the last hint came; zero before.
+	hinted bool
+	hintAt time.Time
 }
 
 // waitState is whether calls wait for a usable host, and since when.
@@ -106,7 +119,7 @@ type waitState struct {
 
 // observe returns st after a probe that ended at now with outcome o.
 func (s probeSchedule) observe(st probeState, o probeOutcome, now time.Time) probeState {
-	st.outcome, st.last, st.retryAt = o, now, time.Time{}
+	st.outcome, st.last, st.retryAt, st.hinted = o, now, time.Time{}, false
 	if o != probeFailed {
 		st.failures = 0
 		return st
@@ -122,19 +135,42 @@ func (s probeSchedule) observe(st probeState, o probeOutcome, now time.Time) pro
 	return st
 }
 
+// hinted returns st after a topology source named the host the primary
+// at now, when it had not claimed so before: the host's backoff is
+// forgotten, as if it had never failed, and it is probed at once (see
+// next). What the server answers still decides its role; a hint only
+// moves the question forward.
+func (s probeSchedule) hinted(st probeState, now time.Time) probeState {
+	st.failures, st.retryAt, st.hinted, st.hintAt = 0, time.Time{}, true, now
+	if st.outcome == probeFailed {
+		st.outcome = probeAnswered // no backoff left to honour
+	}
+	return st
+}
+
 // next returns when the host with state st is probed next, as of now,
-// unless a first waiter wakes it first (see woken). claimedPrimary says
-// that a topology source claims the host is the primary.
+// unless a first waiter or a hint wakes it first (see woken, hinted).
+// claimedPrimary says that a topology source claims the host is the
+// primary.
 func (s probeSchedule) next(st probeState, w waitState, claimedPrimary bool, now time.Time) time.Time {
+	// following: named the primary less than one idle ago, and still so.
+	following := claimedPrimary && !st.hintAt.IsZero() && st.last.Sub(st.hintAt) < s.idle
 	switch {
-	case st.outcome == probeRefused || !w.waiting:
+	case st.hinted:
+		return now
+	case st.outcome == probeRefused || (!w.waiting && !following):
 		return st.last.Add(s.idle)
 	case st.outcome == probeFailed:
 		return st.retryAt
-	case claimedPrimary:
-		return st.last.Add(probeFloor)
+	case !w.waiting:
+		return st.last.Add(s.jitter(min(max(st.last.Sub(st.hintAt), probeBackoffInitial), s.idle)))
 	}
-	return st.last.Add(s.jitter(s.waitInterval(now.Sub(w.since))))
+	since := w.since
+	if following && st.hintAt.After(since) {
+		// Named the new primary during the wait: its curve starts again.
+		since = st.hintAt
+	}
+	return st.last.Add(s.jitter(s.waitInterval(now.Sub(since))))
 }
 
 // waitInterval is the interval between probes of a reachable host once

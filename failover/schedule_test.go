@@ -45,10 +45,21 @@ func TestProbeScheduleNext(t *testing.T) {
 		{"waited 300ms", answered, waitFor(300 * ms), false, 15 * ms, 30 * ms},
 		{"waited 500ms: the cap", answered, waitFor(500 * ms), false, 25 * ms, 50 * ms},
 		{"waited 3s: the cap", answered, waitFor(3 * time.Second), false, 25 * ms, 50 * ms},
-		{"waited 3s, claimed primary: the floor", answered, waitFor(3 * time.Second), true, 2 * ms, 2 * ms},
+		{"waited 3s, claimed primary before the wait: the cap", answered, waitFor(3 * time.Second), true, 25 * ms, 50 * ms},
+		{"waited 3s, hinted primary 10ms ago: the floor", hintedAgo(answered, 10*ms), waitFor(3 * time.Second), true, 2 * ms, 2 * ms},
+		{"waited 3s, hinted primary 100ms ago: its curve from the hint", hintedAgo(answered, 100*ms), waitFor(3 * time.Second), true, 5 * ms, 10 * ms},
+		{"waited 3s, hinted 10ms ago, the claim withdrawn: the cap", hintedAgo(answered, 10*ms), waitFor(3 * time.Second), false, 25 * ms, 50 * ms},
+		{"waited 100ms, hinted before the wait: the wait's curve", hintedAgo(answered, time.Second), waitFor(100 * ms), true, 5 * ms, 10 * ms},
+		{"no one waits, hinted 100ms ago: the time since the hint", hintedAgo(answered, 100*ms), waitState{}, true, 50 * ms, 100 * ms},
+		{"no one waits, hinted 1s ago: idle again", hintedAgo(answered, time.Second), waitState{}, true, time.Second, time.Second},
+		{"no one waits, hinted 100ms ago, the claim withdrawn: idle", hintedAgo(answered, 100*ms), waitState{}, false, time.Second, time.Second},
+		{"failed, no one waits, hinted 100ms ago: its backoff", hintedAgo(probeState{outcome: probeFailed, failures: 2, last: t0, retryAt: t0.Add(7 * ms)}, 100*ms), waitState{}, true, 7 * ms, 7 * ms},
+		{"hint pending: at once", probeState{outcome: probeAnswered, last: t0.Add(-ms), hinted: true}, waitState{}, true, 0, 0},
+		{"hint pending, calls wait: at once", probeState{outcome: probeAnswered, last: t0.Add(-ms), hinted: true}, waitFor(time.Second), true, 0, 0},
 		{"failed, no one waits", probeState{outcome: probeFailed, failures: 1, last: t0, retryAt: t0.Add(5 * ms)}, waitState{}, false, time.Second, time.Second},
 		{"failed, calls wait: its backoff", probeState{outcome: probeFailed, failures: 3, last: t0, retryAt: t0.Add(17 * ms)}, waitFor(time.Second), false, 17 * ms, 17 * ms},
 		{"failed, claimed primary: still its backoff", probeState{outcome: probeFailed, failures: 3, last: t0, retryAt: t0.Add(17 * ms)}, waitFor(time.Second), true, 17 * ms, 17 * ms},
+		{"failed, hint pending: at once", probeState{outcome: probeFailed, failures: 3, last: t0, retryAt: t0.Add(17 * ms), hinted: true}, waitFor(time.Second), true, 0, 0},
 		{"credentials refused, calls wait: never fast", probeState{outcome: probeRefused, last: t0}, waitFor(0), false, time.Second, time.Second},
 		{"credentials refused, claimed primary", probeState{outcome: probeRefused, last: t0}, waitFor(0), true, time.Second, time.Second},
 	}
@@ -124,6 +135,13 @@ func TestProbeScheduleShortIdleInterval(t *testing.T) {
 }
 
 func failedState(n int) probeState { return probeState{outcome: probeFailed, failures: n} }
+
+// hintedAgo returns st with a hint that came ago before its last probe
+// (which the hint made at once).
+func hintedAgo(st probeState, ago time.Duration) probeState {
+	st.hintAt = st.last.Add(-ago)
+	return st
+}
 
 // TestProbeScheduleWoken: the first waiter wakes a probe at once, unless
 // its host is inside its own backoff.
@@ -203,5 +221,94 @@ func TestProbeScheduleRates(t *testing.T) {
 		if perSecond := float64(dead) / max(outage.Seconds(), 1); perSecond > 10 {
 			t.Errorf("a dead host is dialled %.1f times a second over %v", perSecond, outage)
 		}
+	}
+}
+
+// TestProbeScheduleHinted: a hint forgets the host's backoff and makes its
+// next probe due at once, waiting or not; that probe's outcome decides
+// what follows, and a host that still cannot be reached starts its backoff
+// again from the first step. On a fake clock: a dead leader backed off to
+// 500ms, then named the new primary again.
+func TestProbeScheduleHinted(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := defaultSchedule(drawHigh)
+	noWait := waitState{}
+	waiting := waitState{waiting: true, since: t0}
+
+	// Twenty failures in a row: the backoff is at its cap.
+	st, now := probeState{}, t0
+	for range 20 {
+		st = s.observe(st, probeFailed, now)
+		now = s.next(st, waiting, false, now)
+	}
+	if got := st.retryAt.Sub(st.last); got != probeBackoffMax {
+		t.Fatalf("backoff after 20 failures = %v, want %v", got, probeBackoffMax)
+	}
+
+	// The hint comes 1ms after the last failed probe, deep inside the
+	// backoff: the host is due at once, whether calls wait or not, and a
+	// first waiter's wake-up does not hold it back either.
+	at := st.last.Add(ms)
+	h := s.hinted(st, at)
+	if h.failures != 0 || !h.retryAt.IsZero() || !h.hinted || !h.hintAt.Equal(at) {
+		t.Fatalf("hinted = %+v, want no failures, no backoff, a pending hint at the hint's time", h)
+	}
+	for _, w := range []waitState{noWait, waiting} {
+		if got := s.next(h, w, true, at); !got.Equal(at) {
+			t.Errorf("next after a hint (%+v) = hint+%v, want at once", w, got.Sub(at))
+		}
+	}
+	if got := s.woken(h, at); !got.Equal(at) {
+		t.Errorf("woken after a hint = hint+%v, want at once", got.Sub(at))
+	}
+
+	// That probe fails too: the backoff starts again from its first step.
+	probed := at.Add(3 * ms)
+	f := s.observe(h, probeFailed, probed)
+	if f.hinted || f.failures != 1 {
+		t.Errorf("after the hinted probe failed: %+v, want the hint spent and one failure", f)
+	}
+	if got := s.next(f, waiting, true, probed).Sub(probed); got != probeBackoffInitial {
+		t.Errorf("backoff after the hinted probe failed = %v, want %v", got, probeBackoffInitial)
+	}
+
+	// It answers instead (still in recovery, say): while calls wait and the
+	// claim stands, the host is probed on the curve counted from the hint,
+	// not from the wait's start a second earlier; when no call waits, idle.
+	a := s.observe(h, probeAnswered, probed)
+	if a.hinted {
+		t.Errorf("after the hinted probe answered: %+v, want the hint spent", a)
+	}
+	if got := s.next(a, waiting, true, probed).Sub(probed); got != probeFloor {
+		t.Errorf("next while waiting, 3ms after the hint = +%v, want the floor %v", got, probeFloor)
+	}
+	if got := s.next(a, noWait, true, probed).Sub(probed); got != probeBackoffInitial {
+		t.Errorf("next with no call waiting, 3ms after the hint = +%v, want %v", got, probeBackoffInitial)
+	}
+
+	// With no call waiting, each interval is as long as the time since the
+	// hint, until that reaches health_probe_interval: then the host is
+	// back on its idle schedule. About nine probes in all.
+	n, last := 0, a
+	for now := probed; ; n++ {
+		now = s.next(last, noWait, true, now)
+		if now.Sub(last.last) >= s.idle {
+			break
+		}
+		last = s.observe(last, probeAnswered, now)
+	}
+	t.Logf("the follow-up of a hint with no call waiting: %d probes over %v", n, last.last.Sub(at))
+	if got := last.last.Sub(at); n < 5 || n > 12 || got > 2*s.idle {
+		t.Errorf("the follow-up of a hint took %d probes over %v, want about 9 within 2s", n, got)
+	}
+	// A claim withdrawn ends it at once.
+	if got := s.next(a, noWait, false, probed).Sub(probed); got != s.idle {
+		t.Errorf("next after the claim was withdrawn = +%v, want health_probe_interval %v", got, s.idle)
+	}
+
+	// A refusing server named the primary is asked at once as well.
+	r := s.hinted(s.observe(probeState{}, probeRefused, t0), at)
+	if got := s.next(r, waiting, true, at); !got.Equal(at) {
+		t.Errorf("next for a refusing server after a hint = hint+%v, want at once", got.Sub(at))
 	}
 }

@@ -20,7 +20,11 @@ import (
 // most pool_max_conns times plus what its probe dials: callers wait for a
 // usable host instead of dialling, and none dials a host known to be down
 // or in the wrong role. No write fails but those in flight at the fault,
-// and the heap stays bounded.
+// and the heap stays bounded. Every dial, the Pool's and its probes', goes
+// through the BeforeConnect hook, which counts them; the log compares them
+// with the goal of pool_max_conns + 10 per host:
+//
+//	go test -race -count=1 -run '^TestNoConnectionStorm$' -v ./failover/
 func TestNoConnectionStorm(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
@@ -54,6 +58,7 @@ func TestNoConnectionStorm(t *testing.T) {
 	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	ackedAtFault := w.acked.Load()
 	waitUntil(t, 30*time.Second, "the old primary known down", func() bool {
 		return hostStat(t, pool, old.Addr()).State == hosthealth.TransportError
@@ -64,14 +69,15 @@ func TestNoConnectionStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 60*time.Second, "writes on the new primary", func() bool { return w.acked.Load() >= ackedAtFault+2*callers })
+	resumed := time.Now()
 	w.stop()
 
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	dOld, pOld := dials(old)-oldDials, probes(old)-oldProbes
 	dNext, pNext := dials(next)-nextDials, probes(next)-nextProbes
-	t.Logf("%d callers: the old primary was dialled %d times (%d probes), the new one %d times (%d probes); heap in use %d MiB before, %d MiB after",
-		callers, dOld, pOld, dNext, pNext, before.HeapInuse>>20, after.HeapInuse>>20)
+	t.Logf("%d callers, %v from the kill to writes on the new primary: the old primary was dialled %d times (%d probes), the new one %d times (%d probes; goal: at most pool_max_conns + 10 = %d per host); heap in use %d MiB before, %d MiB after",
+		callers, resumed.Sub(killed).Round(time.Millisecond), dOld, pOld, dNext, pNext, maxConns+10, before.HeapInuse>>20, after.HeapInuse>>20)
 	// A probe of a host that is down dials it each time; one of a live host
 	// keeps its connection.
 	if int64(dOld) > maxConns+pOld {

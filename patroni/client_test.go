@@ -8,12 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -439,10 +441,27 @@ func TestClientMetrics(t *testing.T) {
 			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
 		}
 	}
+	// The durations fall in buckets of seconds, not the SDK's default.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "pgfailover.patroni.duration" {
+				for _, p := range h.DataPoints {
+					if !slices.Equal(p.Bounds, durationBuckets) {
+						t.Errorf("%s bounds %v, want %v", m.Name, p.Bounds, durationBuckets)
+					}
+				}
+			}
+		}
+	}
 }
 
 // collect reads every counter and histogram of reader: a counter's total
-// under its name (and name/outcome when it has that attribute), a
+// under its name (and name/outcome or name/change when it has that
+// attribute), a
 // histogram's count of records under its name.
 func collect(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
 	t.Helper()
@@ -457,8 +476,10 @@ func collect(t *testing.T, reader sdkmetric.Reader) map[string]int64 {
 			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
 					key := m.Name
-					if v, ok := p.Attributes.Value("outcome"); ok {
-						key += "/" + v.AsString()
+					for _, k := range []attribute.Key{"outcome", "pgfailover.change"} {
+						if v, ok := p.Attributes.Value(k); ok {
+							key += "/" + v.AsString()
+						}
 					}
 					got[key] += p.Value
 				}

@@ -42,8 +42,8 @@ type SourceConfig struct {
 	// one of each kind a minute, and a line when the API answers again;
 	// nil means silence.
 	Logger *slog.Logger
-	// MeterProvider receives pgfailover.patroni.hosts.discovered and
-	// .removed; nil means none.
+	// MeterProvider receives pgfailover.patroni.hosts.discovered,
+	// .removed and .topology.changes; nil means none.
 	MeterProvider metric.MeterProvider
 }
 
@@ -152,6 +152,7 @@ type watch struct {
 	update   func(topology.Topology)
 	last     []topology.Member
 	reported bool
+	leader   string    // the address of the leader last named, "" before one was
 	down     warnLimit // the API cannot be reached
 	skipped  warnLimit // members left out of an answer
 }
@@ -219,8 +220,12 @@ func (w *watch) members(ctx context.Context, cl *Cluster) []topology.Member {
 
 func firstN(s []string, n int) []string { return s[:min(n, len(s))] }
 
-// count feeds the discovered and removed counters and logs the hosts
-// that came and went.
+// count feeds the discovered, removed and topology change counters and
+// logs the hosts that came and went. A change of members is another set of
+// addresses than the last report's; a change of leader is an answer that
+// names another leader than the last one named, so an answer that names
+// none in between (Patroni's leader key is free during a failover) counts
+// no change, and the one that then names the new leader counts one.
 func (w *watch) count(ctx context.Context, members []topology.Member) {
 	added := addrsNotIn(members, w.last)
 	removed := addrsNotIn(w.last, members)
@@ -230,10 +235,31 @@ func (w *watch) count(ctx context.Context, members []topology.Member) {
 	if len(removed) > 0 {
 		w.tel.removed.Add(ctx, int64(len(removed)))
 	}
+	if w.reported && len(added)+len(removed) > 0 {
+		w.tel.changes.Add(ctx, 1, changeMembers)
+	}
+	if leader := leaderOf(members); leader != "" {
+		if w.leader != "" && leader != w.leader {
+			w.tel.changes.Add(ctx, 1, changeLeader)
+		}
+		w.leader = leader
+	}
 	if len(added)+len(removed) > 0 {
 		w.logAttrs(ctx, slog.LevelInfo, "patroni: hosts changed",
 			slog.Any("added", added), slog.Any("removed", removed))
 	}
+}
+
+// leaderOf returns the address of the member Patroni names its leader, ""
+// when it names none. It goes by Patroni's role, not by the role claimed:
+// a leader whose PostgreSQL is down is still the one holding the lock.
+func leaderOf(members []topology.Member) string {
+	for _, m := range members {
+		if m.Tags[TagRole] == RoleLeader.String() {
+			return m.Addr()
+		}
+	}
+	return ""
 }
 
 // addrsNotIn returns the addresses of the members of a that are not in b.

@@ -419,6 +419,47 @@ func TestSourceMetrics(t *testing.T) {
 	}
 }
 
+// TestSourceTopologyChanges: an answer that names another leader counts a
+// leader change, one that names another set of addresses a members change;
+// an answer that names no leader in between counts none.
+func TestSourceTopologyChanges(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	h := newHarness(t, cluster3, SourceConfig{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	h.start()
+	h.next()
+	roles := func(a, b, c string) string { // the roles of members a, b and c
+		body := strings.Replace(cluster3, `"role":"replica","state":"streaming","host":"10.0.0.1"`, `"role":"`+a+`","state":"streaming","host":"10.0.0.1"`, 1)
+		body = strings.Replace(body, `"role":"leader","state":"running","host":"10.0.0.2"`, `"role":"`+b+`","state":"running","host":"10.0.0.2"`, 1)
+		return strings.Replace(body, `"role":"sync_standby","state":"streaming","host":"10.0.0.3"`, `"role":"`+c+`","state":"streaming","host":"10.0.0.3"`, 1)
+	}
+	steps := []struct {
+		name            string
+		body            string
+		leader, members int64 // the totals after the step
+	}{
+		{"the same answer", cluster3, 0, 0},
+		{"a standby's role changes", roles("sync_standby", "leader", "replica"), 0, 0},
+		{"switchover to c", roles("replica", "replica", "leader"), 1, 0},
+		{"no leader named", roles("replica", "replica", "replica"), 1, 0},
+		{"c leads again", roles("replica", "replica", "leader"), 1, 0},
+		{"no leader, then a", roles("replica", "replica", "replica"), 1, 0},
+		{"a leads", roles("leader", "replica", "replica"), 2, 0},
+		{"a member's address changes", strings.Replace(roles("leader", "replica", "replica"), `"host":"10.0.0.3"`, `"host":"10.0.0.4"`, 1), 2, 1},
+		{"a member leaves", strings.Replace(roles("leader", "replica", "replica"), `,
+ {"name":"c","role":"replica","state":"streaming","host":"10.0.0.3","port":5432,"tags":{"zone":"z3","noloadbalance":true}}`, "", 1), 2, 2},
+		{"the API is down", "", 2, 2},
+		{"the leader leaves with it", cluster3, 3, 3},
+	}
+	for _, st := range steps {
+		h.body.set(st.body)
+		h.tick()
+		got := collect(t, reader)
+		if got["pgfailover.patroni.topology.changes/leader"] != st.leader || got["pgfailover.patroni.topology.changes/members"] != st.members {
+			t.Fatalf("%s: %v, want %d leader and %d members changes", st.name, got, st.leader, st.members)
+		}
+	}
+}
+
 func TestNewSourceErrors(t *testing.T) {
 	c, _ := newTestClient(t, ClientConfig{URLs: []string{"http://h"}})
 	for _, cfg := range []SourceConfig{{}, {Client: c, RefreshInterval: -time.Second}} {

@@ -50,9 +50,15 @@ func newClientTelemetry(mp metric.MeterProvider) (clientTelemetry, error) {
 	}
 	t.duration, err = m.Float64Histogram("pgfailover.patroni.duration",
 		metric.WithDescription("Time from sending a request to a Patroni REST API to its decoded answer or failure."),
-		metric.WithUnit("s"))
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...))
 	return t, err
 }
+
+// durationBuckets are the boundaries of pgfailover.patroni.duration, in
+// seconds: an answer on the local network takes milliseconds, and a
+// request ends by DefaultTimeout (5 s). The SDK's default boundaries (0 to
+// 10000) suit milliseconds.
+var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
 // record counts one request to one URL.
 func (t clientTelemetry) record(ctx context.Context, d time.Duration, err error) {
@@ -67,10 +73,17 @@ func (t clientTelemetry) record(ctx context.Context, d time.Duration, err error)
 	t.duration.Record(ctx, d.Seconds())
 }
 
+// The change attribute of pgfailover.patroni.topology.changes.
+var (
+	changeLeader  = metric.WithAttributeSet(attribute.NewSet(attribute.String("pgfailover.change", "leader")))
+	changeMembers = metric.WithAttributeSet(attribute.NewSet(attribute.String("pgfailover.change", "members")))
+)
+
 // sourceTelemetry holds the Source's instruments.
 type sourceTelemetry struct {
 	discovered metric.Int64Counter
 	removed    metric.Int64Counter
+	changes    metric.Int64Counter
 }
 
 func newSourceTelemetry(mp metric.MeterProvider) (sourceTelemetry, error) {
@@ -82,8 +95,13 @@ func newSourceTelemetry(mp metric.MeterProvider) (sourceTelemetry, error) {
 		metric.WithUnit("{host}")); err != nil {
 		return t, err
 	}
-	t.removed, err = m.Int64Counter("pgfailover.patroni.hosts.removed",
+	if t.removed, err = m.Int64Counter("pgfailover.patroni.hosts.removed",
 		metric.WithDescription("Hosts that left the Patroni topology."),
-		metric.WithUnit("{host}"))
+		metric.WithUnit("{host}")); err != nil {
+		return t, err
+	}
+	t.changes, err = m.Int64Counter("pgfailover.patroni.topology.changes",
+		metric.WithDescription("Answers of a Patroni REST API that named another leader than the one named before (pgfailover.change=leader), or another set of members (members)."),
+		metric.WithUnit("{change}"))
 	return t, err
 }

@@ -17,7 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
@@ -52,14 +56,22 @@ type demo struct {
 	acked     []int64
 	unknown   []int64                  // writes whose outcome the pool reported as unknown
 	firstErr  map[string]time.Duration // first error of each kind of failure
-	promoted  time.Time
-	firstGood time.Time // first acknowledged write after promotion
+	killed    time.Time                // when the primary was gone
+	writable  time.Time                // when the first write the new primary took was sent to it
+	acking    time.Time                // when the new primary acknowledged that write
+	seen      time.Time                // when the Pool's Stat first showed it as the primary
+	firstGood time.Time                // the first write acknowledged after the kill
 }
 
 func (d *demo) since() time.Duration { return time.Since(d.start).Round(time.Millisecond) }
 
 func (d *demo) note(format string, args ...any) {
-	e := event{at: d.since(), what: fmt.Sprintf(format, args...)}
+	d.noteAt(time.Now(), format, args...)
+}
+
+// noteAt notes what happened at t, which may lie in the past.
+func (d *demo) noteAt(t time.Time, format string, args ...any) {
+	e := event{at: t.Sub(d.start).Round(time.Millisecond), what: fmt.Sprintf(format, args...)}
 	d.mu.Lock()
 	d.events = append(d.events, e)
 	d.mu.Unlock()
@@ -84,8 +96,25 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer d.pool.Close()
-	if _, err := d.pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY, placed_at timestamptz DEFAULT now())"); err != nil {
+	if _, err := d.pool.Exec(ctx, "CREATE TABLE orders (id bigint PRIMARY KEY, placed_at timestamptz DEFAULT now());"+
+		"CREATE TABLE writable (at timestamptz)"); err != nil {
 		return err
+	}
+	// One plain connection to each replica, opened now, tells when the one
+	// promoted takes its first write: the moment the promotion is timed
+	// from.
+	watchers := map[*pgtest.Node]*pgx.Conn{}
+	defer func() {
+		for _, c := range watchers {
+			c.Close(context.Background())
+		}
+	}()
+	for _, n := range nodes[1:] {
+		c, err := n.Connect(ctx)
+		if err != nil {
+			return err
+		}
+		watchers[n] = c
 	}
 	d.note("failover.New connected; writes go to %s", nodes[0].Addr())
 
@@ -116,24 +145,46 @@ func run(ctx context.Context) error {
 		halt()
 		return err
 	}
+	d.mu.Lock()
+	d.killed = time.Now()
+	d.mu.Unlock()
 	next, err := cluster.BestStandby(ctx)
 	if err != nil {
 		halt()
 		return err
 	}
 	d.note("promoting %s, the replica with the most WAL", next.Addr())
+	writable := make(chan error, 1)
+	go func() {
+		sent, acked, err := firstWrite(ctx, watchers[next])
+		d.mu.Lock()
+		d.writable, d.acking = sent, acked
+		d.mu.Unlock()
+		writable <- err
+	}()
+	seen := make(chan time.Time, 1)
+	go func() { seen <- d.primarySeen(ctx, next.Addr()) }()
 	if err := cluster.Promote(ctx, next); err != nil {
 		halt()
 		return err
 	}
-	d.mu.Lock()
-	d.promoted = time.Now()
-	d.mu.Unlock()
-	d.note("%s accepts writes; the other replica follows it", next.Addr())
+	d.note("the promote call returned; the other replica follows %s", next.Addr())
 	if err := cluster.FollowAll(ctx, next); err != nil {
 		halt()
 		return err
 	}
+	// Replication is synchronous: the new primary acknowledges its first
+	// write once the other replica streams from it.
+	if err := <-writable; err != nil {
+		halt()
+		return err
+	}
+	d.noteAt(d.writable, "%s takes writes (a plain connection's first insert there)", next.Addr())
+	d.mu.Lock()
+	d.seen = <-seen
+	d.mu.Unlock()
+	d.noteAt(d.seen, "the Pool's probe sees %s as the primary", next.Addr())
+	d.noteAt(d.acking, "%s acknowledges that insert", next.Addr())
 
 	// Keep the load on until the new primary has taken a second's worth of
 	// writes.
@@ -167,10 +218,12 @@ func (d *demo) writeLoop(ctx context.Context, stop <-chan struct{}, nextID *atom
 			continue
 		}
 		d.writes.ok.Add(1)
+		now := time.Now()
 		d.mu.Lock()
 		d.acked = append(d.acked, id)
-		if !d.promoted.IsZero() && d.firstGood.IsZero() {
-			d.firstGood = time.Now()
+		// With the old primary gone, an acknowledged write is on the new one.
+		if !d.killed.IsZero() && now.After(d.killed) && d.firstGood.IsZero() {
+			d.firstGood = now
 		}
 		d.mu.Unlock()
 	}
@@ -252,7 +305,11 @@ func (d *demo) report(ctx context.Context) error {
 	fmt.Printf("  writes: %d acknowledged, %d failed (%d reported as of unknown outcome, of which %d committed)\n",
 		d.writes.ok.Load(), d.writes.failed.Load(), len(d.unknown), unknownCommitted)
 	fmt.Printf("  reads:  %d answered, %d failed\n", d.reads.ok.Load(), d.reads.failed.Load())
-	fmt.Printf("  promotion to first good write: %v\n", d.firstGood.Sub(d.promoted).Round(time.Millisecond))
+	fmt.Printf("  promotion: the new primary took writes %v after the kill and acknowledged the first %v later (synchronous replication)\n",
+		d.writable.Sub(d.killed).Round(time.Millisecond), d.acking.Sub(d.writable).Round(time.Millisecond))
+	fmt.Printf("  the Pool's probe saw the new primary %v after it took writes\n", d.seen.Sub(d.writable).Round(time.Millisecond))
+	fmt.Printf("  promotion to first good write: %v (from that first acknowledgement)\n",
+		d.firstGood.Sub(d.acking).Round(time.Millisecond))
 	fmt.Printf("  rows on the new primary: %d (%d distinct); acknowledged writes missing: %d\n", stored, distinct, missing)
 	for _, h := range d.pool.Stat().Hosts() {
 		fmt.Printf("  host %-16s %-8s %s\n", h.Addr, h.Role, h.State)
@@ -262,6 +319,46 @@ func (d *demo) report(ctx context.Context) error {
 			missing, stored-distinct, stored-int64(len(d.acked))-unknownCommitted)
 	}
 	return nil
+}
+
+// firstWrite inserts a row into the table "writable" through conn, a plain
+// connection to a replica being promoted, every quarter of a millisecond
+// until the insert gets through. It returns when that insert was sent (the
+// server had left recovery) and when it was acknowledged: the first moment
+// any client could have a write acknowledged by the new primary, whose
+// commits wait for a synchronous standby, as every write does. A replica
+// refuses the insert as a read-only transaction (25006).
+func firstWrite(ctx context.Context, conn *pgx.Conn) (sent, acked time.Time, err error) {
+	for {
+		sent := time.Now()
+		_, err := conn.Exec(ctx, "INSERT INTO writable VALUES (now())", pgx.QueryExecModeSimpleProtocol)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			return sent, time.Now(), nil
+		case !errors.As(err, &pgErr) || pgErr.Code != "25006":
+			return time.Time{}, time.Time{}, fmt.Errorf("waiting for the promoted replica to take a write: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, time.Time{}, ctx.Err()
+		case <-time.After(250 * time.Microsecond):
+		}
+	}
+}
+
+// primarySeen returns when the Pool's Stat first shows the host at addr as
+// the primary, asking every millisecond until ctx ends.
+func (d *demo) primarySeen(ctx context.Context, addr string) time.Time {
+	for ctx.Err() == nil {
+		for _, h := range d.pool.Stat().Hosts() {
+			if h.Addr == addr && h.Role == hosthealth.RolePrimary {
+				return time.Now()
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Time{}
 }
 
 func stopped(stop <-chan struct{}) bool {

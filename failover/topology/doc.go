@@ -8,7 +8,9 @@
 // member as unknown (ranked by its claimed role until the server reports
 // its own), and drains and closes the connections of a member that leaves.
 // A claimed role is never the truth: a manager can keep claiming a leader
-// whose server just died.
+// whose server just died. It moves the questions forward, though: a member
+// newly claimed as the primary is probed at once, and followed up while
+// its promotion may still be under way.
 //
 // The package holds types only and imports neither pgx nor the failover
 // package, so a source can live anywhere.

@@ -1,7 +1,8 @@
 // Command pgcluster runs a program against a throwaway PostgreSQL cluster
 // and lets it ask for a failover. It is how the examples that live in
-// modules of their own (examples/databasesql, examples/river), which
-// cannot import internal/pgtest, get real servers and a real failover:
+// modules of their own (examples/databasesql, examples/river,
+// examples/observability), which cannot import internal/pgtest, get real
+// servers and a real failover:
 //
 //	go run ./internal/pgtest/cmd/pgcluster -- go -C examples/river run .
 //
