@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"context"
 	"time"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
@@ -89,7 +90,7 @@ func (p *Pool) report(n news) {
 	}
 	if o := n.ended; o != nil && o.host != nil {
 		d := n.at.Sub(o.since)
-		p.telemetry.duration.Record(p.life, d.Seconds(), o.host.server.record)
+		p.telemetry.duration.Record(context.Background(), d.Seconds(), o.host.server.record)
 		p.logOutageEnded(o, d)
 	}
 }
