@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
@@ -90,7 +92,7 @@ func (p *Pool) report(n news) {
 	}
 	if o := n.ended; o != nil && o.host != nil {
 		d := n.at.Sub(o.since)
-		p.telemetry.duration.Record(context.Background(), d.Seconds(), o.host.server.record)
+		p.telemetry.duration.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(o.host.server.set))
 		p.logOutageEnded(o, d)
 	}
 }

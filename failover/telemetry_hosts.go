@@ -16,8 +16,6 @@ import (
 type serverAttrs struct {
 	address, port attribute.KeyValue
 	set           attribute.Set
-	record        metric.RecordOption
-	add           metric.AddOption
 }
 
 func newServerAttrs(h Host) serverAttrs {
@@ -26,8 +24,6 @@ func newServerAttrs(h Host) serverAttrs {
 		port:    attribute.Int("server.port", int(h.Port)),
 	}
 	s.set = attribute.NewSet(dbSystem, s.address, s.port)
-	s.record = metric.WithAttributeSet(s.set)
-	s.add = metric.WithAttributeSet(s.set)
 	return s
 }
 
