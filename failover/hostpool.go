@@ -14,9 +14,30 @@ import (
 	"github.com/pgfailover/pgfailover/internal/netconn"
 )
 
-// peekKey is where a connection's socket peeker lives in pgconn's
-// per-connection CustomData.
-const peekKey = "pgfailover.peek"
+// connKey is where what the Pool keeps of each connection (connState)
+// lives in pgconn's per-connection CustomData: one entry, so a call looks
+// it up once.
+const connKey = "pgfailover.conn"
+
+// connState is what the Pool keeps of one connection: its socket peeker
+// (nil when the socket cannot be peeked) and the slab its calls' row and
+// rows values come from.
+type connState struct {
+	peek *netconn.Peeker
+	slab rowSlab
+}
+
+// stateOf returns what the Pool keeps of pc, made on first use (a
+// connection the Pool's AfterConnect has not seen has no peeker).
+func stateOf(pc *pgconn.PgConn) *connState {
+	cd := pc.CustomData()
+	st, _ := cd[connKey].(*connState)
+	if st == nil {
+		st = new(connState)
+		cd[connKey] = st
+	}
+	return st
+}
 
 // hostPool is the pgxpools of one host, and its probe.
 type hostPool struct {
@@ -157,7 +178,7 @@ func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, 
 func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 	userAfterConnect := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		conn.PgConn().CustomData()[peekKey] = netconn.NewPeeker(conn.PgConn().Conn())
+		stateOf(conn.PgConn()).peek = netconn.NewPeeker(conn.PgConn().Conn())
 		if userAfterConnect != nil {
 			return userAfterConnect(ctx, conn)
 		}
@@ -233,7 +254,7 @@ func (p *Pool) stillOpen(h *hostPool, conn *pgx.Conn) bool {
 // a caller's hands (an Acquire, database/sql) before it was given back is
 // peeked.
 func quiet(conn *pgx.Conn) bool {
-	if pk, _ := conn.PgConn().CustomData()[peekKey].(*netconn.Peeker); pk != nil {
+	if pk := stateOf(conn.PgConn()).peek; pk != nil {
 		switch pk.PeekIdle() {
 		case netconn.PeekPending, netconn.PeekClosed:
 			return false

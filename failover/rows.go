@@ -325,10 +325,6 @@ func (errRows) RawValues() [][]byte                          { return nil }
 func (errRows) Conn() *pgx.Conn                              { return nil }
 func (errRows) TypeMap() *pgtype.Map                         { return nil }
 
-// rowsKey is where a connection's rowSlab lives in pgconn's
-// per-connection CustomData.
-const rowsKey = "pgfailover.rows"
-
 // rowSlabSize is how many row (or rows) values a slab allocates at once,
 // as many as pgx's own slab of rows per connection.
 const rowSlabSize = 64
@@ -348,16 +344,8 @@ type rowSlab struct {
 	rowsFree []rows // not handed out yet
 }
 
-// slabOf returns conn's slab, making it on first use. conn is held.
-func slabOf(conn *pgxpool.Conn) *rowSlab {
-	cd := conn.Conn().PgConn().CustomData()
-	s, _ := cd[rowsKey].(*rowSlab)
-	if s == nil {
-		s = new(rowSlab)
-		cd[rowsKey] = s
-	}
-	return s
-}
+// slabOf returns the slab of conn, which is held.
+func slabOf(conn *pgxpool.Conn) *rowSlab { return &stateOf(conn.Conn().PgConn()).slab }
 
 // row returns a row never handed out before.
 func (s *rowSlab) row() *row {

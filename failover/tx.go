@@ -116,8 +116,7 @@ func (t *tx) deadBeforeCommit() error {
 // non-blocking peek; only when something is waiting does it read it.
 func (t *tx) diedIdle() error {
 	pc := t.Tx.Conn().PgConn()
-	pk, _ := pc.CustomData()[peekKey].(*netconn.Peeker)
-	switch pk.Peek() {
+	switch stateOf(pc).peek.Peek() {
 	case netconn.PeekClosed:
 		return errConnClosedIdle
 	case netconn.PeekPending:
