@@ -21,10 +21,14 @@ const connKey = "pgfailover.conn"
 
 // connState is what the Pool keeps of one connection: its socket peeker
 // (nil when the socket cannot be peeked) and the slab its calls' row and
-// rows values come from.
+// rows values come from. standby marks a connection opened on a standby
+// ahead of its promotion, and standbyHanded that it has been handed out
+// once (see standby.go).
 type connState struct {
-	peek *netconn.Peeker
-	slab rowSlab
+	peek          *netconn.Peeker
+	slab          rowSlab
+	standby       bool
+	standbyHanded bool
 }
 
 // stateOf returns what the Pool keeps of pc, made on first use (a
@@ -59,6 +63,10 @@ type hostPool struct {
 	probes    atomic.Int64       // probes sent, for Stat
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
 	server    serverAttrs        // the host's attributes on metric points
+	// opening says that a connection to the host, a standby, is being
+	// opened ahead of its promotion; readied that one was, and has not
+	// been checked since the wait ended (standby.go).
+	opening, readied atomic.Bool
 }
 
 // newHostPool builds the pgxpools of host h. No connection is made here
@@ -101,7 +109,7 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 	// dialling a host in the wrong role.
 	userBeforeConnect := cfg.BeforeConnect
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		if !p.canTake(hp, target) {
+		if !p.canTake(hp, target) && !(purpose == purposeCalls && openingStandby(ctx)) {
 			return errHostNotUsable
 		}
 		if userBeforeConnect != nil {
@@ -165,6 +173,10 @@ func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, 
 	}
 	p.roleSeen(h, role)
 	if !target.Accepts(role) {
+		if role == hosthealth.RoleReplica && openingStandby(ctx) {
+			stateOf(conn).standby = true // kept for the promotion
+			return nil
+		}
 		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: target}
 	}
 	return nil
@@ -227,6 +239,15 @@ func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 	}
 	pc := conn.PgConn()
 	if role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby")); role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
+		if st := stateOf(pc); st.standby {
+			// Opened on a standby for its promotion, and not told of
+			// one on this session yet.
+			if p.standbyUsable(h, st) {
+				return true
+			}
+			p.telemetry.closed(h, closedWrongRole, 1)
+			return false
+		}
 		// The server's role changed while this connection was open.
 		p.telemetry.closed(h, closedWrongRole, 1)
 		p.roleSeen(h, role)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,12 +34,30 @@ import (
 // shows in pg_settings with another source. The pg_settings scan runs only
 // when the setting is on.
 // The sources that fence a server are hosthealth.FencedBy's.
-var probeSQL = `SELECT pg_is_in_recovery() OR (current_setting('default_transaction_read_only') = 'on' AND EXISTS (
+var probeSQL = `SELECT ` + probeColumns
+
+// probeReadOnly is true where the server refuses writes (see probeSQL).
+var probeReadOnly = `pg_is_in_recovery() OR (current_setting('default_transaction_read_only') = 'on' AND EXISTS (
 	SELECT FROM pg_settings WHERE name = 'default_transaction_read_only'
-	AND source IN ` + hosthealth.FencingSourcesSQL() + `)),
+	AND source IN ` + hosthealth.FencingSourcesSQL() + `))`
+
+// probeColumns are probeSQL's answer: whether the server is read-only, its
+// zone, its WAL position and its WAL block size.
+var probeColumns = probeReadOnly + `,
 	current_setting('pgfailover.zone', true),
 	CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END,
 	current_setting('wal_block_size')::int`
+
+// watchSQL is probeSQL asked after a wait on the server: while the server
+// stays read-only it sleeps $2 seconds at a time, $1 times at most, and it
+// answers as soon as a check finds it writable (promoted, or its fence
+// lifted). The aggregate completes before the outer columns are computed,
+// so they describe the server after the wait. A check costs the server a
+// timer wake-up of its backend, a small fraction of what a probe's round
+// trip costs it (see probeSchedule.watch).
+var watchSQL = `SELECT ` + probeColumns + `
+	FROM (SELECT count(*) FROM generate_series(1, $1::int)
+		WHERE CASE WHEN ` + probeReadOnly + ` THEN pg_sleep($2::float8) IS NULL END) AS watched`
 
 // prober keeps one connection to its host for health probes. Its users
 // (NewWithConfig's first probe, then the host's probe loop, and whoever
@@ -52,6 +71,10 @@ type prober struct {
 	// and the closers are the only ones to wait for it, never a call.
 	mu   sync.Mutex
 	conn *pgconn.PgConn
+	// unwatched says that the server refused a watch on this connection
+	// (a statement_timeout shorter than the watch, a recovery conflict, a
+	// server that is not PostgreSQL): it is polled until it reconnects.
+	unwatched atomic.Bool
 }
 
 // probeResult is what one probe of one host found.
@@ -66,8 +89,10 @@ type probeResult struct {
 }
 
 // run asks the host, connecting first when needed: connecting is bounded
-// by connectTimeout, the question by answerTimeout.
-func (pr *prober) run(ctx context.Context, now func() time.Time, connectTimeout, answerTimeout time.Duration) probeResult {
+// by connectTimeout, the question by answerTimeout, and a watch (see
+// watchPlan) by its own length on top. A server that refuses the watch is
+// asked again at once without one, and polled from then on.
+func (pr *prober) run(ctx context.Context, now func() time.Time, connectTimeout, answerTimeout time.Duration, watch watchPlan) probeResult {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.conn == nil || pr.conn.IsClosed() {
@@ -87,11 +112,15 @@ func (pr *prober) run(ctx context.Context, now func() time.Time, connectTimeout,
 			return probeResult{err: err}
 		}
 		pr.conn = conn
+		pr.unwatched.Store(false)
 	}
-	ctx, cancel := context.WithTimeout(ctx, answerTimeout)
-	defer cancel()
 	asked := now()
-	res := pr.conn.ExecParams(ctx, probeSQL, nil, nil, nil, nil).Read()
+	res := pr.ask(ctx, answerTimeout, watch)
+	if _, refused := errors.AsType[*pgconn.PgError](res.Err); refused && watch.checks > 0 && !pr.conn.IsClosed() {
+		pr.unwatched.Store(true)
+		asked = now()
+		res = pr.ask(ctx, answerTimeout, watchPlan{})
+	}
 	if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) != 4) {
 		res.Err = errors.New("pgfailover: unexpected answer to the health probe")
 	}
@@ -105,7 +134,28 @@ func (pr *prober) run(ctx context.Context, now func() time.Time, connectTimeout,
 		blockSize, _ := strconv.ParseUint(string(row[3]), 10, 32)
 		wal = recordEnd(wal, blockSize)
 	}
+	// asked is when the question was sent, though a watch's answer
+	// describes the server as it ended: for a primary's position, whose
+	// time bounds the writes it covers, the earlier time is the safe one.
 	return probeResult{role: hosthealth.RecoveryRole(string(row[0]) == "t"), zone: string(row[1]), wal: wal, asked: asked}
+}
+
+// ask sends the probe's question on pr.conn, with a watch when the plan
+// has one: answerTimeout bounds the answer beyond the watch's own length.
+// Called with mu held.
+func (pr *prober) ask(ctx context.Context, answerTimeout time.Duration, watch watchPlan) *pgconn.Result {
+	if watch.checks == 0 {
+		ctx, cancel := context.WithTimeout(ctx, answerTimeout)
+		defer cancel()
+		return pr.conn.ExecParams(ctx, probeSQL, nil, nil, nil, nil).Read()
+	}
+	ctx, cancel := context.WithTimeout(ctx, answerTimeout+watch.length())
+	defer cancel()
+	args := [][]byte{
+		strconv.AppendInt(nil, int64(watch.checks), 10),
+		strconv.AppendFloat(nil, watch.step.Seconds(), 'f', 6, 64),
+	}
+	return pr.conn.ExecParams(ctx, watchSQL, args, nil, nil, nil).Read()
 }
 
 // recordEnd turns the primary's insert position into the end of its last
@@ -192,7 +242,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	probe := func(i int) {
 		hosts[i].probes.Add(1)
 		wg.Go(func() {
-			results[i] = hosts[i].probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout)
+			results[i] = hosts[i].probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, watchPlan{})
 			done <- i
 		})
 	}
@@ -340,7 +390,12 @@ func (p *Pool) startProbe(h *hostPool) {
 			// first waiter that arrives in between closes this very
 			// channel, so the probe cannot sleep through it.
 			wake := *p.wake.Load()
-			at := sched.next(st, p.waitState(), p.claimedPrimary(h.addr), p.clock.Now())
+			now := p.clock.Now()
+			w := p.waitState()
+			at := sched.next(st, w, p.claimedPrimary(h.addr), now)
+			if plan := sched.watch(st, w, p.promotable(h), now); plan.checks > 0 {
+				at = sched.afterWatch(st, plan) // the watch itself waited
+			}
 			why := p.sleepUntil(ctx, at, wake, hint)
 			if why == wakeWaiter {
 				// The first waiter wakes every probe at once, but a
@@ -355,11 +410,29 @@ func (p *Pool) startProbe(h *hostPool) {
 				continue
 			}
 			h.probes.Add(1)
-			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout)
+			st.began = p.clock.Now()
+			plan := sched.watch(st, p.waitState(), p.promotable(h), st.began)
+			if plan.checks > 0 {
+				p.keepStandbyReady(h)
+			}
+			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, plan)
 			st = sched.observe(st, outcomeOf(r.err), p.clock.Now())
 			p.probed(h, r)
+			p.dropUnusedStandby(h)
 		}
 	})
+}
+
+// promotable reports whether host h is a replica, last seen read-only,
+// whose promotion would make it usable for the Pool's target (primary,
+// read-write), and whose probe connection can watch for it.
+func (p *Pool) promotable(h *hostPool) bool {
+	t := p.cfg.Target
+	if !t.Accepts(hosthealth.RolePrimary) || t.Accepts(hosthealth.RoleReplica) || h.probe.unwatched.Load() {
+		return false
+	}
+	s, ok := p.status(h.addr)
+	return ok && s.Role == hosthealth.RoleReplica
 }
 
 // wakeup is why a probe loop's sleep ended.

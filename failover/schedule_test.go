@@ -312,3 +312,49 @@ func TestProbeScheduleHinted(t *testing.T) {
 		t.Errorf("next for a refusing server after a hint = hint+%v, want at once", got.Sub(at))
 	}
 }
+
+// TestProbeScheduleWatch: a replica that a promotion would make usable is
+// watched while calls wait, checking twice per interval of the polling
+// curve for about watchSpan, and the next watch follows the last at once
+// unless it came back within one step.
+func TestProbeScheduleWatch(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := defaultSchedule(drawHigh)
+	waitFor := func(d time.Duration) waitState { return waitState{waiting: true, since: t0.Add(-d)} }
+	answered := probeState{outcome: probeAnswered, last: t0}
+	tests := []struct {
+		name       string
+		st         probeState
+		w          waitState
+		promotable bool
+		want       watchPlan
+	}{
+		{"no one waits", answered, waitState{}, true, watchPlan{}},
+		{"not promotable", answered, waitFor(time.Second), false, watchPlan{}},
+		{"its last probe failed", probeState{outcome: probeFailed, last: t0}, waitFor(time.Second), true, watchPlan{}},
+		{"credentials refused", probeState{outcome: probeRefused, last: t0}, waitFor(time.Second), true, watchPlan{}},
+		{"wait starts: the floor", answered, waitFor(0), true, watchPlan{step: 2 * ms, checks: 100}},
+		{"waited 100ms: half of 10ms", answered, waitFor(100 * ms), true, watchPlan{step: 5 * ms, checks: 40}},
+		{"waited 3s: half of the cap", answered, waitFor(3 * time.Second), true, watchPlan{step: 25 * ms, checks: 8}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := s.watch(tt.st, tt.w, tt.promotable, t0); got != tt.want {
+				t.Errorf("watch = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+
+	plan := watchPlan{step: 25 * ms, checks: 8}
+	if got := plan.length(); got != 200*ms {
+		t.Errorf("length of %+v = %v, want 200ms", plan, got)
+	}
+	full := probeState{outcome: probeAnswered, began: t0, last: t0.Add(200 * ms)}
+	if got := s.afterWatch(full, plan); got.After(full.last) {
+		t.Errorf("after a watch that ran its length: %v after it answered, want at once", got.Sub(full.last))
+	}
+	early := probeState{outcome: probeAnswered, began: t0, last: t0.Add(ms)}
+	if got := s.afterWatch(early, plan).Sub(t0); got != plan.step {
+		t.Errorf("after a watch that answered within a step: %v after it was sent, want one step, %v", got, plan.step)
+	}
+}

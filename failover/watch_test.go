@@ -1,0 +1,201 @@
+package failover_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/pgtest"
+)
+
+// TestWaitingPoolWatchesTheReplica: while a write waits for a primary, the
+// replica's probe waits on the replica itself (a backend sleeping in
+// pg_sleep, checking whether it was promoted) instead of asking again and
+// again; when the replica is promoted, the watch answers and the write
+// goes through.
+func TestWaitingPoolWatchesTheReplica(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, next := c.Primary(), c.Replicas()[0]
+	pool := newPool(t, ctx, c.ConnString(""))
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := next.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+
+	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
+		done <- err
+	}()
+	waitUntil(t, time.Minute, "the replica's probe sleeping on the replica", func() bool {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event = 'PgSleep' AND query LIKE '%generate_series%' AND pid <> pg_backend_pid()`).Scan(&n)
+		return err == nil && n == 1
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the write ended before any primary was there: %v", err)
+	default:
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_promote()"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the write after the promotion: %v", err)
+	}
+	if s := hostStat(t, pool, next.Addr()); s.Role != hosthealth.RolePrimary {
+		t.Errorf("the promoted replica is %v/%v, want it known as the primary", s.State, s.Role)
+	}
+}
+
+// TestRefusedWatchFallsBackToProbing: a server that cancels the watch (a
+// statement_timeout shorter than it) is probed without one, on the same
+// connection, and its promotion is seen all the same; the refusal is not
+// counted against the host.
+func TestRefusedWatchFallsBackToProbing(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, next := c.Primary(), c.Replicas()[0]
+	pool := newPool(t, ctx, c.ConnString("statement_timeout=20"))
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := next.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+
+	// The Pool's only connection to the replica is its probe's, until the
+	// wait opens one ahead of the promotion.
+	tcpBackends := func() []int {
+		t.Helper()
+		rows, err := admin.Query(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND client_addr IS NOT NULL ORDER BY pid`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	probeConn := tcpBackends()
+	if len(probeConn) != 1 {
+		t.Fatalf("TCP sessions on the replica before the crash: %v, want the probe's alone", probeConn)
+	}
+
+	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
+		done <- err
+	}()
+	// The watch is cancelled after 20ms; the probes that follow it are
+	// answered at once.
+	before := hostStat(t, pool, next.Addr()).Probes
+	waitUntil(t, time.Minute, "the replica probed while the write waits", func() bool {
+		return hostStat(t, pool, next.Addr()).Probes >= before+5
+	})
+	if got := tcpBackends(); !slices.Contains(got, probeConn[0]) {
+		t.Errorf("TCP sessions on the replica while the write waits: %v, want the probe's %v among them still: a refused watch must not cost the connection", got, probeConn)
+	}
+	if s := hostStat(t, pool, next.Addr()); s.State != hosthealth.TopologyReject || s.Role != hosthealth.RoleReplica {
+		t.Errorf("the replica is %v/%v while the write waits, want topology-reject/replica: a refused watch is no failure", s.State, s.Role)
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_promote()"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the write after the promotion: %v", err)
+	}
+}
+
+// TestPromotionFindsAConnectionReady: while a write waits for a primary,
+// the replica gets one connection in the Pool's calls pool ahead of its
+// promotion, and the write goes through on it once the replica is
+// promoted, without another login.
+func TestPromotionFindsAConnectionReady(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, next := c.Primary(), c.Replicas()[0]
+	pool := newPool(t, ctx, c.ConnString(""))
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
+		done <- err
+	}()
+	waitUntil(t, time.Minute, "a connection to the replica ready for its promotion", func() bool {
+		p := hostStat(t, pool, next.Addr()).Pool
+		return p.TotalConns() == 1 && p.IdleConns() == 1
+	})
+	if err := c.Promote(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the write after the promotion: %v", err)
+	}
+	if got := hostStat(t, pool, next.Addr()).Pool.NewConnsCount(); got != 1 {
+		t.Errorf("%d connections opened to the new primary for one write, want the one opened ahead of the promotion", got)
+	}
+}
+
+// TestReadyConnectionClosedWhenNoPromotionCame: the connection opened on
+// the replica for a promotion is closed once the old primary is back and
+// no call waits: the replica's calls pool, which only a primary may use,
+// is left empty.
+func TestReadyConnectionClosedWhenNoPromotionCame(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, next := c.Primary(), c.Replicas()[0]
+	pool := newPool(t, ctx, c.ConnString(""))
+	if err := old.Stop(ctx, pgtest.Fast); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, "SELECT 1")
+		done <- err
+	}()
+	waitUntil(t, time.Minute, "a connection to the replica ready for its promotion", func() bool {
+		return hostStat(t, pool, next.Addr()).Pool.TotalConns() == 1
+	})
+	if err := old.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the call once the primary was back: %v", err)
+	}
+	waitUntil(t, time.Minute, "the ready connection to the replica closed", func() bool {
+		return hostStat(t, pool, next.Addr()).Pool.TotalConns() == 0
+	})
+	if s := hostStat(t, pool, next.Addr()); s.Role != hosthealth.RoleReplica {
+		t.Errorf("the replica is %v/%v, want it still known as a replica", s.State, s.Role)
+	}
+}
