@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
@@ -23,11 +25,12 @@ import (
 // the primary is killed and the replica promoted fleetOutage later. It
 // reports, per Pool, the probes the replica answered per second of the
 // outage, the connection attempts the dead primary received (counted by a
-// TCP proxy in front of it), the replica's server CPU over the outage, and
-// the time from the promotion (the first moment the replica answers that it
-// is out of recovery) to each Pool's first acknowledged write. It asserts
-// no timing; it fails only when a write fails other than in flight at the
-// crash.
+// TCP proxy in front of it), the replica's server CPU over the outage (in
+// its probe sessions, and in the logins of the connections each Pool opens
+// there ahead of the promotion), and the time from the promotion (the
+// first write the replica takes, as pollWritable sees it) to each Pool's
+// first acknowledged write. It asserts no timing; it fails only when a
+// write fails other than in flight at the crash.
 //
 //	go test -race -count=1 -run '^TestFleetFailoverDrill$' -v ./failover/
 func TestFleetFailoverDrill(t *testing.T) {
@@ -50,7 +53,7 @@ func TestFleetFailoverDrill(t *testing.T) {
 	for i := range pools {
 		pools[i] = newPool(t, ctx, dsn)
 	}
-	if _, err := pools[0].Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+	if _, err := pools[0].Exec(ctx, "CREATE TABLE writes (id bigint); CREATE TABLE writable (at timestamptz)"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -127,7 +130,7 @@ func TestFleetFailoverDrill(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the replica's CPU time: %v", err)
 	}
-	backendsBefore, err := next.BackendCPUTime()
+	backendsBefore, err := next.BackendCPUTimes()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,11 +150,34 @@ func TestFleetFailoverDrill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backendsAfter, err := next.BackendCPUTime()
+	backendsAfter, err := next.BackendCPUTimes()
 	if err != nil {
 		t.Fatal(err)
 	}
 	outage := time.Since(crashed)
+	// The Pools' probe sessions are those whose last statement was a
+	// probe; the others opened during the outage are the connections each
+	// Pool opens ahead of the promotion.
+	rows, err := admin.Query(ctx, `SELECT pid FROM pg_stat_activity
+		WHERE query LIKE '%pgfailover.zone%' AND pid <> pg_backend_pid()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probePIDs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probeCPU, readyCPU time.Duration
+	var ready int
+	for pid, after := range backendsAfter {
+		switch before, existed := backendsBefore[pid]; {
+		case slices.Contains(probePIDs, pid):
+			probeCPU += after - before
+		case !existed:
+			ready++
+			readyCPU += after
+		}
+	}
 	dials := proxy.count.Load() - dialsBefore
 	probesAfter := probes(next)
 
@@ -174,20 +200,21 @@ func TestFleetFailoverDrill(t *testing.T) {
 			}
 		}
 	}()
+	poller, err := next.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poller.Close(context.Background())
+	writable := make(chan writableAt, 1)
+	go func() { writable <- pollWritable(ctx, poller) }()
 	if _, err := admin.Exec(ctx, "SELECT pg_promote(false)"); err != nil {
 		t.Fatal(err)
 	}
-	var promoted time.Time
-	for {
-		var inRecovery bool
-		if err := admin.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil {
-			t.Fatal(err)
-		}
-		if !inRecovery {
-			promoted = time.Now()
-			break
-		}
+	w := <-writable
+	if w.err != nil {
+		t.Fatal(w.err)
 	}
+	promoted := w.at
 	waitUntil(t, time.Minute, "a write through every Pool after the promotion", func() bool {
 		for _, fp := range fleet {
 			fp.mu.Lock()
@@ -230,17 +257,19 @@ func TestFleetFailoverDrill(t *testing.T) {
 	for i := range pools {
 		allProbes += probesAfter[i] - probesBefore[i]
 	}
-	cpu, backends := cpuAfter-cpuBefore, backendsAfter-backendsBefore
+	cpu := cpuAfter - cpuBefore
 	perProbe := time.Duration(0)
 	if allProbes > 0 {
-		perProbe = backends / time.Duration(allProbes)
+		perProbe = probeCPU / time.Duration(allProbes)
 	}
 	t.Logf("%d Pools x %d writers, outage %v (the replica promoted %v after the crash):", fleetPools, fleetWriters,
 		outage.Round(time.Millisecond), promoted.Sub(crashed).Round(time.Millisecond))
 	t.Logf("  probes to the replica: %.0f/s in all, %.1f/s per Pool", float64(allProbes)/secs, float64(allProbes)/secs/fleetPools)
 	t.Logf("  connection attempts to the dead primary: %d in all, %.1f/s per Pool", dials, float64(dials)/secs/fleetPools)
-	t.Logf("  replica CPU, its client backends: %v, %.1f ms per second of outage, %.2f ms/s per Pool, %v per probe",
-		backends.Round(100*time.Microsecond), ms(backends)/secs, ms(backends)/secs/fleetPools, perProbe.Round(time.Microsecond))
+	t.Logf("  replica CPU, the probes' sessions: %v, %.1f ms per second of outage, %.2f ms/s per Pool, %v per probe",
+		probeCPU.Round(100*time.Microsecond), ms(probeCPU)/secs, ms(probeCPU)/secs/fleetPools, perProbe.Round(time.Microsecond))
+	t.Logf("  replica CPU, the %d sessions opened during the outage (ready for the promotion): %v, %.2f ms per session",
+		ready, readyCPU.Round(100*time.Microsecond), ms(readyCPU)/float64(max(ready, 1)))
 	t.Logf("  replica CPU, every server process: %v, %.1f ms per second of outage", cpu, ms(cpu)/secs)
 	t.Logf("  promotion to first write: median %v, min %v, max %v",
 		firsts[len(firsts)/2].Round(100*time.Microsecond), firsts[0].Round(100*time.Microsecond), firsts[len(firsts)-1].Round(100*time.Microsecond))

@@ -64,8 +64,8 @@ type hostPool struct {
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
 	server    serverAttrs        // the host's attributes on metric points
 	// opening says that a connection to the host, a standby, is being
-	// opened ahead of its promotion; readied that one was, and has not
-	// been checked since the wait ended (standby.go).
+	// opened ahead of its promotion; readied that one was opened for the
+	// calls waiting now (standby.go).
 	opening, readied atomic.Bool
 }
 

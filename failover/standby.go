@@ -46,14 +46,13 @@ func (p *Pool) standbyUsable(h *hostPool, st *connState) bool {
 }
 
 // keepStandbyReady opens, in the background, the one connection to host h
-// that waits for its promotion, unless h's calls pool holds a connection
-// already, one is being opened, or h is not the likeliest replica to be
-// promoted (see likeliestPromotion).
+// that waits for its promotion, once per wait, when h is the likeliest
+// replica to be promoted (see likeliestPromotion).
 func (p *Pool) keepStandbyReady(h *hostPool) {
-	if h.pool.Stat().TotalConns() > 0 || !p.likeliestPromotion(h) || !h.opening.CompareAndSwap(false, true) {
+	if !p.likeliestPromotion(h) || !h.readied.CompareAndSwap(false, true) {
 		return
 	}
-	h.readied.Store(true)
+	h.opening.Store(true)
 	p.bg.Go(func() {
 		defer h.opening.Store(false)
 		ctx, cancel := context.WithTimeout(context.WithValue(p.life, standbyKey{}, true), p.probeTimeout())
@@ -64,15 +63,19 @@ func (p *Pool) keepStandbyReady(h *hostPool) {
 	})
 }
 
-// dropUnusedStandby closes the connection keepStandbyReady opened on host
-// h once no call waits and h still does not take the Pool's calls: the
-// pool's acquire check refuses it (standbyUsable), so acquiring every
-// idle connection once closes it and keeps the others.
+// dropUnusedStandby ends what keepStandbyReady began once no call waits:
+// when host h still does not take the Pool's calls, the connection opened
+// there is closed. The pool's acquire check refuses it (standbyUsable), so
+// acquiring every idle connection once closes it, with any other that the
+// server has closed meanwhile.
 func (p *Pool) dropUnusedStandby(h *hostPool) {
-	if !h.readied.Load() || p.waiting.Load() > 0 || p.canTake(h, p.cfg.Target) || h.opening.Load() {
+	if !h.readied.Load() || p.waiting.Load() > 0 || h.opening.Load() {
 		return
 	}
 	h.readied.Store(false)
+	if p.canTake(h, p.cfg.Target) {
+		return // promoted: the connection is in use
+	}
 	for _, c := range h.pool.AcquireAllIdle(p.life) {
 		c.Release()
 	}

@@ -55,10 +55,21 @@ func (n *Node) CPUTime() (time.Duration, error) {
 // longer counted, so subtract two readings over the same connections. It
 // returns an error where /proc is missing.
 func (n *Node) BackendCPUTime() (time.Duration, error) {
-	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
-		return 0, err
-	}
+	byPID, err := n.BackendCPUTimes()
 	var total time.Duration
+	for _, d := range byPID {
+		total += d
+	}
+	return total, err
+}
+
+// BackendCPUTimes is BackendCPUTime for each live backend, by process ID
+// (pg_stat_activity's pid), so that a test can tell what one session cost.
+func (n *Node) BackendCPUTimes() (map[int]time.Duration, error) {
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		return nil, err
+	}
+	byPID := make(map[int]time.Duration)
 	for _, pid := range serverPIDs(n.dataDir) {
 		dir := "/proc/" + strconv.Itoa(pid) + "/"
 		title, err := os.ReadFile(dir + "cmdline")
@@ -76,8 +87,8 @@ func (n *Node) BackendCPUTime() (time.Duration, error) {
 			continue
 		}
 		if ns, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
-			total += time.Duration(ns)
+			byPID[pid] = time.Duration(ns)
 		}
 	}
-	return total, nil
+	return byPID, nil
 }

@@ -16,3 +16,8 @@ func (n *Node) CPUTime() (time.Duration, error) {
 func (n *Node) BackendCPUTime() (time.Duration, error) {
 	return 0, errors.New("pgtest: BackendCPUTime reads /proc, which this system lacks")
 }
+
+// BackendCPUTimes needs /proc, which only Linux has.
+func (n *Node) BackendCPUTimes() (map[int]time.Duration, error) {
+	return nil, errors.New("pgtest: BackendCPUTimes reads /proc, which this system lacks")
+}
