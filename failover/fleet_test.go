@@ -117,6 +117,12 @@ func TestFleetFailoverDrill(t *testing.T) {
 	}
 	defer admin.Close(context.Background())
 
+	// The sessions on the replica before the crash: those opened after it
+	// are the Pools' connections ready for the promotion.
+	sessionsBefore, err := next.BackendCPUTimes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The crash. The proxy's count and the replica's CPU start when the
 	// primary is gone.
 	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
@@ -170,12 +176,12 @@ func TestFleetFailoverDrill(t *testing.T) {
 	var probeCPU, readyCPU time.Duration
 	var ready int
 	for pid, after := range backendsAfter {
-		switch before, existed := backendsBefore[pid]; {
-		case slices.Contains(probePIDs, pid):
-			probeCPU += after - before
-		case !existed:
+		if _, existed := sessionsBefore[pid]; !existed {
 			ready++
 			readyCPU += after
+		}
+		if slices.Contains(probePIDs, pid) {
+			probeCPU += after - backendsBefore[pid]
 		}
 	}
 	dials := proxy.count.Load() - dialsBefore

@@ -22,13 +22,11 @@ const connKey = "pgfailover.conn"
 // connState is what the Pool keeps of one connection: its socket peeker
 // (nil when the socket cannot be peeked) and the slab its calls' row and
 // rows values come from. standby marks a connection opened on a standby
-// ahead of its promotion, and standbyHanded that it has been handed out
-// once (see standby.go).
+// ahead of its promotion (see standby.go).
 type connState struct {
-	peek          *netconn.Peeker
-	slab          rowSlab
-	standby       bool
-	standbyHanded bool
+	peek    *netconn.Peeker
+	slab    rowSlab
+	standby bool
 }
 
 // stateOf returns what the Pool keeps of pc, made on first use (a
@@ -63,10 +61,11 @@ type hostPool struct {
 	probes    atomic.Int64       // probes sent, for Stat
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
 	server    serverAttrs        // the host's attributes on metric points
-	// opening says that a connection to the host, a standby, is being
-	// opened ahead of its promotion; readied that one was opened for the
-	// calls waiting now (standby.go).
-	opening, readied atomic.Bool
+	// opening says that connections to the host, a standby, are being
+	// opened ahead of its promotion; readied is how many were opened for
+	// the calls waiting now (standby.go).
+	opening atomic.Bool
+	readied atomic.Int32
 }
 
 // newHostPool builds the pgxpools of host h. No connection is made here
@@ -242,7 +241,7 @@ func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 		if st := stateOf(pc); st.standby {
 			// Opened on a standby for its promotion, and not told of
 			// one on this session yet.
-			if p.standbyUsable(h, st) {
+			if p.standbyUsable(h) {
 				return true
 			}
 			p.telemetry.closed(h, closedWrongRole, 1)

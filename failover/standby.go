@@ -3,78 +3,91 @@ package failover
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
 // While calls wait for a primary, the replica most likely to be promoted
-// gets one connection in its calls pool opened ahead of the promotion: a
-// session on a standby stays open when its server is promoted and takes
-// writes from then on, so the first call after the probe sees the
-// promotion finds a connection there instead of waiting for a login (tens
-// of milliseconds, more on a loaded machine). It is one connection per
-// Pool on one replica, opened when the wait is first watched: what every
-// instance of a fleet would open on the new primary a moment later anyway.
+// gets connections in its calls pool opened ahead of the promotion, one
+// for each waiting call up to pool_max_conns: a session on a standby stays
+// open when its server is promoted and takes writes from then on, so the
+// waiting calls find connections there once the probe sees the promotion
+// instead of waiting for logins (tens of milliseconds, more on a loaded
+// machine, and all of them at the moment the new primary starts). Those
+// are the connections the Pool would open on the new primary a moment
+// later anyway; when another host takes over instead, or the old primary
+// comes back, they were opened for nothing and are closed when the wait
+// ends.
 //
-// The connection is marked standby in its connState. The acquire check
-// hands it out once to the acquire that opened it, and after that only
-// while the routing state takes the host for the Pool's target, that is,
-// once a probe has seen the promotion; until its next statement the
-// session still reports in_hot_standby=on. A statement the server still
-// refuses as read-only is a refusal before it ran, retried as any other.
-// When the wait ends without a promotion, the probe loop lets the pool
-// check its idle connections, which closes it.
+// Such a connection is marked standby in its connState. The acquire check
+// hands it out only while it is being opened (to the acquires that open
+// them) and once the routing state takes the host for the Pool's target,
+// that is, once a probe has seen the promotion; until its next statement
+// the session still reports in_hot_standby=on. A statement the server
+// still refuses as read-only is a refusal before it ran, retried as any
+// other. When the wait ends without a promotion, the probe loop lets the
+// pool check its idle connections, which closes them.
 
-// standbyKey marks the context of the acquire that opens a connection to
-// a standby ahead of its promotion.
+// standbyKey marks the context of the acquires that open connections to a
+// standby ahead of its promotion.
 type standbyKey struct{}
 
-// openingStandby reports whether ctx is that acquire's.
+// openingStandby reports whether ctx is one of those acquires'.
 func openingStandby(ctx context.Context) bool {
 	v, _ := ctx.Value(standbyKey{}).(bool)
 	return v
 }
 
 // standbyUsable reports whether an idle connection opened on host h while
-// it was a standby may be handed out: to the acquire that opened it (its
-// first), and then only once the host takes the Pool's calls.
-func (p *Pool) standbyUsable(h *hostPool, st *connState) bool {
-	if !st.standbyHanded {
-		st.standbyHanded = true
-		return true
-	}
-	return p.canTake(h, p.cfg.Target)
+// it was a standby may be handed out: while such connections are being
+// opened (by the acquires that open them: a call acquires from h only
+// once h takes its calls), and once h takes the Pool's calls.
+func (p *Pool) standbyUsable(h *hostPool) bool {
+	return h.opening.Load() || p.canTake(h, p.cfg.Target)
 }
 
-// keepStandbyReady opens, in the background, the one connection to host h
-// that waits for its promotion, once per wait, when h is the likeliest
-// replica to be promoted (see likeliestPromotion).
+// keepStandbyReady opens, in the background, connections to host h for
+// its promotion, one for each call waiting now up to pool_max_conns, when
+// h is the likeliest replica to be promoted (see likeliestPromotion) and
+// fewer are ready. The acquires hold every connection until all are
+// open, so that each opens one of its own.
 func (p *Pool) keepStandbyReady(h *hostPool) {
-	if !p.likeliestPromotion(h) || !h.readied.CompareAndSwap(false, true) {
+	want := min(int(p.waiting.Load()), int(h.pool.Stat().MaxConns()))
+	if want <= int(h.readied.Load()) || !p.likeliestPromotion(h) || !h.opening.CompareAndSwap(false, true) {
 		return
 	}
-	h.opening.Store(true)
 	p.bg.Go(func() {
 		defer h.opening.Store(false)
 		ctx, cancel := context.WithTimeout(context.WithValue(p.life, standbyKey{}, true), p.probeTimeout())
 		defer cancel()
-		if conn, err := h.pool.Acquire(ctx); err == nil {
+		held := make([]*pgxpool.Conn, 0, want)
+		for range want {
+			conn, err := h.pool.Acquire(ctx)
+			if err != nil {
+				break
+			}
+			held = append(held, conn)
+		}
+		h.readied.Store(int32(len(held)))
+		for _, conn := range held {
 			conn.Release()
 		}
 	})
 }
 
 // dropUnusedStandby ends what keepStandbyReady began once no call waits:
-// when host h still does not take the Pool's calls, the connection opened
-// there is closed. The pool's acquire check refuses it (standbyUsable), so
-// acquiring every idle connection once closes it, with any other that the
-// server has closed meanwhile.
+// when host h still does not take the Pool's calls, the connections opened
+// there are closed. The pool's acquire check refuses them (standbyUsable),
+// so acquiring every idle connection once closes them, with any other that
+// the server has closed meanwhile.
 func (p *Pool) dropUnusedStandby(h *hostPool) {
-	if !h.readied.Load() || p.waiting.Load() > 0 || h.opening.Load() {
+	if h.readied.Load() == 0 || p.waiting.Load() > 0 || h.opening.Load() {
 		return
 	}
-	h.readied.Store(false)
+	h.readied.Store(0)
 	if p.canTake(h, p.cfg.Target) {
-		return // promoted: the connection is in use
+		return // promoted: the connections are the calls'
 	}
 	for _, c := range h.pool.AcquireAllIdle(p.life) {
 		c.Release()

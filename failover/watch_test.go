@@ -26,6 +26,9 @@ func TestWaitingPoolWatchesTheReplica(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
 	admin, err := next.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +76,9 @@ func TestRefusedWatchFallsBackToProbing(t *testing.T) {
 	old, next := c.Primary(), c.Replicas()[0]
 	pool := newPool(t, ctx, c.ConnString("statement_timeout=20"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitReplicated(ctx); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := next.Connect(ctx)
@@ -140,6 +146,9 @@ func TestPromotionFindsAConnectionReady(t *testing.T) {
 	old, next := c.Primary(), c.Replicas()[0]
 	pool := newPool(t, ctx, c.ConnString(""))
 	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitReplicated(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
