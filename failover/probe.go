@@ -392,8 +392,9 @@ func (p *Pool) startProbe(h *hostPool) {
 			wake := *p.wake.Load()
 			now := p.clock.Now()
 			w := p.waitState()
-			at := sched.next(st, w, p.claimedPrimary(h.addr), now)
-			if plan := sched.watch(st, w, p.promotable(h), now); plan.checks > 0 {
+			claimed := p.claimedPrimary(h.addr)
+			at := sched.next(st, w, claimed, now)
+			if plan := sched.watch(st, w, claimed, p.promotable(h), now); plan.checks > 0 {
 				at = sched.afterWatch(st, plan) // the watch itself waited
 			}
 			why := p.sleepUntil(ctx, at, wake, hint)
@@ -411,7 +412,7 @@ func (p *Pool) startProbe(h *hostPool) {
 			}
 			h.probes.Add(1)
 			st.began = p.clock.Now()
-			plan := sched.watch(st, p.waitState(), p.promotable(h), st.began)
+			plan := sched.watch(st, p.waitState(), p.claimedPrimary(h.addr), p.promotable(h), st.began)
 			if plan.checks > 0 {
 				p.keepStandbyReady(h)
 			}

@@ -160,8 +160,7 @@ func (s probeSchedule) hinted(st probeState, now time.Time) probeState {
 // claimedPrimary says that a topology source claims the host is the
 // primary.
 func (s probeSchedule) next(st probeState, w waitState, claimedPrimary bool, now time.Time) time.Time {
-	// following: named the primary less than one idle ago, and still so.
-	following := claimedPrimary && !st.hintAt.IsZero() && st.last.Sub(st.hintAt) < s.idle
+	following := s.following(st, claimedPrimary)
 	switch {
 	case st.hinted:
 		return now
@@ -172,12 +171,23 @@ func (s probeSchedule) next(st probeState, w waitState, claimedPrimary bool, now
 	case !w.waiting:
 		return st.last.Add(s.jitter(min(max(st.last.Sub(st.hintAt), probeBackoffInitial), s.idle)))
 	}
-	since := w.since
-	if following && st.hintAt.After(since) {
-		// Named the new primary during the wait: its curve starts again.
-		since = st.hintAt
+	return st.last.Add(s.jitter(s.waitInterval(now.Sub(s.curveStart(st, w, claimedPrimary)))))
+}
+
+// following reports whether a topology source named the host with state
+// st the primary less than one idle ago, and still claims so.
+func (s probeSchedule) following(st probeState, claimedPrimary bool) bool {
+	return claimedPrimary && !st.hintAt.IsZero() && st.last.Sub(st.hintAt) < s.idle
+}
+
+// curveStart is where the wait's curve starts for the host with state st:
+// when the calls began to wait, or when a source named the host the new
+// primary during the wait, its curve starts again from there.
+func (s probeSchedule) curveStart(st probeState, w waitState, claimedPrimary bool) time.Time {
+	if s.following(st, claimedPrimary) && st.hintAt.After(w.since) {
+		return st.hintAt
 	}
-	return st.last.Add(s.jitter(s.waitInterval(now.Sub(since))))
+	return w.since
 }
 
 // watchPlan is how a probe waits on the server for its host to become
@@ -207,14 +217,15 @@ const (
 // now: while calls wait, for a host that answered its last probe in a role
 // (read-only) that a promotion would make usable, promotable says so. The
 // host is then asked whether it is still read-only every
-// waitInterval/watchChecksPerInterval (never below probeFloor), on the
-// server, for about watchSpan, and it answers at once when it is no
+// waitInterval/watchChecksPerInterval (never below probeFloor; the curve
+// starts again when a source names the host the primary, as in next), on
+// the server, for about watchSpan, and it answers at once when it is no
 // longer. Otherwise the plan is zero and the host is polled.
-func (s probeSchedule) watch(st probeState, w waitState, promotable bool, now time.Time) watchPlan {
+func (s probeSchedule) watch(st probeState, w waitState, claimedPrimary, promotable bool, now time.Time) watchPlan {
 	if !promotable || !w.waiting || st.outcome != probeAnswered {
 		return watchPlan{}
 	}
-	step := max(probeFloor, s.waitInterval(now.Sub(w.since))/watchChecksPerInterval)
+	step := max(probeFloor, s.waitInterval(now.Sub(s.curveStart(st, w, claimedPrimary)))/watchChecksPerInterval)
 	return watchPlan{step: step, checks: max(1, int(watchSpan/step))}
 }
 

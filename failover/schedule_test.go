@@ -326,20 +326,23 @@ func TestProbeScheduleWatch(t *testing.T) {
 		name       string
 		st         probeState
 		w          waitState
+		claimed    bool
 		promotable bool
 		want       watchPlan
 	}{
-		{"no one waits", answered, waitState{}, true, watchPlan{}},
-		{"not promotable", answered, waitFor(time.Second), false, watchPlan{}},
-		{"its last probe failed", probeState{outcome: probeFailed, last: t0}, waitFor(time.Second), true, watchPlan{}},
-		{"credentials refused", probeState{outcome: probeRefused, last: t0}, waitFor(time.Second), true, watchPlan{}},
-		{"wait starts: the floor", answered, waitFor(0), true, watchPlan{step: 2 * ms, checks: 100}},
-		{"waited 100ms: half of 10ms", answered, waitFor(100 * ms), true, watchPlan{step: 5 * ms, checks: 40}},
-		{"waited 3s: half of the cap", answered, waitFor(3 * time.Second), true, watchPlan{step: 25 * ms, checks: 8}},
+		{"no one waits", answered, waitState{}, false, true, watchPlan{}},
+		{"not promotable", answered, waitFor(time.Second), false, false, watchPlan{}},
+		{"its last probe failed", probeState{outcome: probeFailed, last: t0}, waitFor(time.Second), false, true, watchPlan{}},
+		{"credentials refused", probeState{outcome: probeRefused, last: t0}, waitFor(time.Second), false, true, watchPlan{}},
+		{"wait starts: the floor", answered, waitFor(0), false, true, watchPlan{step: 2 * ms, checks: 100}},
+		{"waited 100ms: half of 10ms", answered, waitFor(100 * ms), false, true, watchPlan{step: 5 * ms, checks: 40}},
+		{"waited 3s: half of the cap", answered, waitFor(3 * time.Second), false, true, watchPlan{step: 25 * ms, checks: 8}},
+		{"waited 3s, named the primary 100ms ago: its curve from the hint", hintedAgo(answered, 100*ms), waitFor(3 * time.Second), true, true, watchPlan{step: 5 * ms, checks: 40}},
+		{"waited 3s, named 100ms ago, the claim withdrawn: the cap", hintedAgo(answered, 100*ms), waitFor(3 * time.Second), false, true, watchPlan{step: 25 * ms, checks: 8}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := s.watch(tt.st, tt.w, tt.promotable, t0); got != tt.want {
+			if got := s.watch(tt.st, tt.w, tt.claimed, tt.promotable, t0); got != tt.want {
 				t.Errorf("watch = %+v, want %+v", got, tt.want)
 			}
 		})
