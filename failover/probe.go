@@ -394,7 +394,7 @@ func (p *Pool) startProbe(h *hostPool) {
 			w := p.waitState()
 			claimed := p.claimedPrimary(h.addr)
 			at := sched.next(st, w, claimed, now)
-			if plan := sched.watch(st, w, claimed, p.promotable(h), now); plan.checks > 0 {
+			if plan := sched.watch(st, w, claimed, p.watchable(h), now); plan.checks > 0 {
 				at = sched.afterWatch(st, plan) // the watch itself waited
 			}
 			why := p.sleepUntil(ctx, at, wake, hint)
@@ -412,8 +412,9 @@ func (p *Pool) startProbe(h *hostPool) {
 			}
 			h.probes.Add(1)
 			st.began = p.clock.Now()
-			plan := sched.watch(st, p.waitState(), p.claimedPrimary(h.addr), p.promotable(h), st.began)
-			if plan.checks > 0 {
+			w = p.waitState()
+			plan := sched.watch(st, w, p.claimedPrimary(h.addr), p.watchable(h), st.began)
+			if w.waiting && p.promotable(h) {
 				p.keepStandbyReady(h)
 			}
 			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, plan)
@@ -426,14 +427,20 @@ func (p *Pool) startProbe(h *hostPool) {
 
 // promotable reports whether host h is a replica, last seen read-only,
 // whose promotion would make it usable for the Pool's target (primary,
-// read-write), and whose probe connection can watch for it.
+// read-write).
 func (p *Pool) promotable(h *hostPool) bool {
 	t := p.cfg.Target
-	if !t.Accepts(hosthealth.RolePrimary) || t.Accepts(hosthealth.RoleReplica) || h.probe.unwatched.Load() {
+	if !t.Accepts(hosthealth.RolePrimary) || t.Accepts(hosthealth.RoleReplica) {
 		return false
 	}
 	s, ok := p.status(h.addr)
 	return ok && s.Role == hosthealth.RoleReplica
+}
+
+// watchable reports whether host h is promotable and its probe connection
+// can watch for the promotion.
+func (p *Pool) watchable(h *hostPool) bool {
+	return !h.probe.unwatched.Load() && p.promotable(h)
 }
 
 // wakeup is why a probe loop's sleep ended.
