@@ -227,6 +227,10 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 	defer t.Stop()
 	c.p.waitStarted()
 	defer c.p.waitEnded()
+	if c.picker.reads == nil && !c.connect {
+		c.p.waitingOnCalls.Add(1)
+		defer c.p.waitingOnCalls.Add(-1)
+	}
 	defer func() { c.waited += c.p.clock.Now().Sub(now) }()
 	select {
 	case <-c.picker.changed(rs):

@@ -63,8 +63,12 @@ type Pool struct {
 	hints map[string]chan struct{}
 
 	// waiting counts calls waiting for a usable host. While it is above
-	// zero the probes ask faster (see probeSchedule).
-	waiting atomic.Int32
+	// zero the probes ask faster (see probeSchedule). waitingOnCalls
+	// counts those of them that will run on a host's calls pool (not the
+	// Reader's, nor PgxPool's connect chain): the connections opened
+	// ahead of a promotion are theirs (standby.go).
+	waiting        atomic.Int32
+	waitingOnCalls atomic.Int32
 	// waitSince is the clock reading (Unix nanoseconds) when waiting last
 	// rose from zero.
 	waitSince atomic.Int64

@@ -208,3 +208,41 @@ func TestReadyConnectionClosedWhenNoPromotionCame(t *testing.T) {
 		t.Errorf("the replica is %v/%v, want it still known as a replica", s.State, s.Role)
 	}
 }
+
+// TestPgxPoolWaitOpensNoReadyConnection: a call through PgxPool() that
+// waits for a primary connects through a pool of its own, so the replica
+// is watched for it but gets no connection in the Pool's calls pool.
+func TestPgxPoolWaitOpensNoReadyConnection(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	old, next := c.Primary(), c.Replicas()[0]
+	pool := newPool(t, ctx, c.ConnString(""))
+	pgxp := pool.PgxPool()
+	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pgxp.Exec(ctx, "SELECT 1")
+		done <- err
+	}()
+	// Two watches after the wait began: the first one's probe loop would
+	// have asked for ready connections before it.
+	waitUntil(t, time.Minute, "the write waiting", func() bool {
+		return hostStat(t, pool, old.Addr()).State == hosthealth.TransportError
+	})
+	before := hostStat(t, pool, next.Addr()).Probes
+	waitUntil(t, time.Minute, "two watches of the replica", func() bool {
+		return hostStat(t, pool, next.Addr()).Probes >= before+2
+	})
+	if n := hostStat(t, pool, next.Addr()).Pool.TotalConns(); n != 0 {
+		t.Errorf("%d connections in the replica's calls pool while only PgxPool waits, want none", n)
+	}
+	if err := c.Promote(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the call after the promotion: %v", err)
+	}
+}
