@@ -8,9 +8,73 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
+
+// orphaned is a Pool over a primary and its replica, with a table writes
+// replicated to both, whose primary is about to be killed.
+type orphaned struct {
+	c         *pgtest.Cluster
+	old, next *pgtest.Node
+	pool      *failover.Pool
+	admin     *pgx.Conn // to the replica, as its superuser
+}
+
+// newOrphaned starts the cluster and the Pool (params added to the
+// connection string).
+func newOrphaned(t *testing.T, ctx context.Context, params string) *orphaned {
+	t.Helper()
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	o := &orphaned{c: c, old: c.Primary(), next: c.Replicas()[0]}
+	o.pool = newPool(t, ctx, c.ConnString(params))
+	if _, err := o.pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := o.next.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	o.admin = admin
+	return o
+}
+
+// killAndWait kills the primary and starts exec, which waits for a primary
+// then; its error comes on the channel returned.
+func (o *orphaned) killAndWait(t *testing.T, ctx context.Context, exec func() error) <-chan error {
+	t.Helper()
+	if err := o.old.Stop(ctx, pgtest.Immediate); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- exec() }()
+	return done
+}
+
+// insert is a write through the Pool.
+func (o *orphaned) insert(ctx context.Context) func() error {
+	return func() error {
+		_, err := o.pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
+		return err
+	}
+}
+
+// promote promotes the replica and waits for exec's outcome, which must be
+// a success.
+func (o *orphaned) promote(t *testing.T, ctx context.Context, done <-chan error) {
+	t.Helper()
+	if err := o.c.Promote(ctx, o.next); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the call after the promotion: %v", err)
+	}
+}
 
 // TestWaitingPoolWatchesTheReplica: while a write waits for a primary, the
 // replica's probe waits on the replica itself (a backend sleeping in
@@ -20,32 +84,11 @@ import (
 func TestWaitingPoolWatchesTheReplica(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	old, next := c.Primary(), c.Replicas()[0]
-	pool := newPool(t, ctx, c.ConnString(""))
-	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitReplicated(ctx); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := next.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-
-	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
-		done <- err
-	}()
+	o := newOrphaned(t, ctx, "")
+	done := o.killAndWait(t, ctx, o.insert(ctx))
 	waitUntil(t, time.Minute, "the replica's probe sleeping on the replica", func() bool {
 		var n int
-		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		err := o.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE wait_event = 'PgSleep' AND query LIKE '%generate_series%' AND pid <> pg_backend_pid()`).Scan(&n)
 		return err == nil && n == 1
 	})
@@ -54,13 +97,8 @@ func TestWaitingPoolWatchesTheReplica(t *testing.T) {
 		t.Fatalf("the write ended before any primary was there: %v", err)
 	default:
 	}
-	if _, err := admin.Exec(ctx, "SELECT pg_promote()"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("the write after the promotion: %v", err)
-	}
-	if s := hostStat(t, pool, next.Addr()); s.Role != hosthealth.RolePrimary {
+	o.promote(t, ctx, done)
+	if s := hostStat(t, o.pool, o.next.Addr()); s.Role != hosthealth.RolePrimary {
 		t.Errorf("the promoted replica is %v/%v, want it known as the primary", s.State, s.Role)
 	}
 }
@@ -72,26 +110,12 @@ func TestWaitingPoolWatchesTheReplica(t *testing.T) {
 func TestRefusedWatchFallsBackToProbing(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	old, next := c.Primary(), c.Replicas()[0]
-	pool := newPool(t, ctx, c.ConnString("statement_timeout=20"))
-	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitReplicated(ctx); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := next.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-
+	o := newOrphaned(t, ctx, "statement_timeout=20")
 	// The Pool's only connection to the replica is its probe's, until the
-	// wait opens one ahead of the promotion.
+	// wait opens some ahead of the promotion.
 	tcpBackends := func() []int {
 		t.Helper()
-		rows, err := admin.Query(ctx, `SELECT pid FROM pg_stat_activity
+		rows, err := o.admin.Query(ctx, `SELECT pid FROM pg_stat_activity
 			WHERE backend_type = 'client backend' AND client_addr IS NOT NULL ORDER BY pid`)
 		if err != nil {
 			t.Fatal(err)
@@ -107,32 +131,20 @@ func TestRefusedWatchFallsBackToProbing(t *testing.T) {
 		t.Fatalf("TCP sessions on the replica before the crash: %v, want the probe's alone", probeConn)
 	}
 
-	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
-		done <- err
-	}()
+	done := o.killAndWait(t, ctx, o.insert(ctx))
 	// The watch is cancelled after 20ms; the probes that follow it are
 	// answered at once.
-	before := hostStat(t, pool, next.Addr()).Probes
+	before := hostStat(t, o.pool, o.next.Addr()).Probes
 	waitUntil(t, time.Minute, "the replica probed while the write waits", func() bool {
-		return hostStat(t, pool, next.Addr()).Probes >= before+5
+		return hostStat(t, o.pool, o.next.Addr()).Probes >= before+5
 	})
 	if got := tcpBackends(); !slices.Contains(got, probeConn[0]) {
 		t.Errorf("TCP sessions on the replica while the write waits: %v, want the probe's %v among them still: a refused watch must not cost the connection", got, probeConn)
 	}
-	if s := hostStat(t, pool, next.Addr()); s.State != hosthealth.TopologyReject || s.Role != hosthealth.RoleReplica {
+	if s := hostStat(t, o.pool, o.next.Addr()); s.State != hosthealth.TopologyReject || s.Role != hosthealth.RoleReplica {
 		t.Errorf("the replica is %v/%v while the write waits, want topology-reject/replica: a refused watch is no failure", s.State, s.Role)
 	}
-	if _, err := admin.Exec(ctx, "SELECT pg_promote()"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("the write after the promotion: %v", err)
-	}
+	o.promote(t, ctx, done)
 }
 
 // TestPromotionFindsAConnectionReady: while a write waits for a primary,
@@ -142,34 +154,14 @@ func TestRefusedWatchFallsBackToProbing(t *testing.T) {
 func TestPromotionFindsAConnectionReady(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	old, next := c.Primary(), c.Replicas()[0]
-	pool := newPool(t, ctx, c.ConnString(""))
-	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitReplicated(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
-		done <- err
-	}()
+	o := newOrphaned(t, ctx, "")
+	done := o.killAndWait(t, ctx, o.insert(ctx))
 	waitUntil(t, time.Minute, "a connection to the replica ready for its promotion", func() bool {
-		p := hostStat(t, pool, next.Addr()).Pool
+		p := hostStat(t, o.pool, o.next.Addr()).Pool
 		return p.TotalConns() == 1 && p.IdleConns() == 1
 	})
-	if err := c.Promote(ctx, next); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("the write after the promotion: %v", err)
-	}
-	if got := hostStat(t, pool, next.Addr()).Pool.NewConnsCount(); got != 1 {
+	o.promote(t, ctx, done)
+	if got := hostStat(t, o.pool, o.next.Addr()).Pool.NewConnsCount(); got != 1 {
 		t.Errorf("%d connections opened to the new primary for one write, want the one opened ahead of the promotion", got)
 	}
 }
@@ -181,30 +173,24 @@ func TestPromotionFindsAConnectionReady(t *testing.T) {
 func TestReadyConnectionClosedWhenNoPromotionCame(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	old, next := c.Primary(), c.Replicas()[0]
-	pool := newPool(t, ctx, c.ConnString(""))
-	if err := old.Stop(ctx, pgtest.Fast); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := pool.Exec(ctx, "SELECT 1")
-		done <- err
-	}()
-	waitUntil(t, time.Minute, "a connection to the replica ready for its promotion", func() bool {
-		return hostStat(t, pool, next.Addr()).Pool.TotalConns() == 1
+	o := newOrphaned(t, ctx, "")
+	done := o.killAndWait(t, ctx, func() error {
+		_, err := o.pool.Exec(ctx, "SELECT 1")
+		return err
 	})
-	if err := old.Start(ctx); err != nil {
+	waitUntil(t, time.Minute, "a connection to the replica ready for its promotion", func() bool {
+		return hostStat(t, o.pool, o.next.Addr()).Pool.TotalConns() == 1
+	})
+	if err := o.old.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("the call once the primary was back: %v", err)
 	}
 	waitUntil(t, time.Minute, "the ready connection to the replica closed", func() bool {
-		return hostStat(t, pool, next.Addr()).Pool.TotalConns() == 0
+		return hostStat(t, o.pool, o.next.Addr()).Pool.TotalConns() == 0
 	})
-	if s := hostStat(t, pool, next.Addr()); s.Role != hosthealth.RoleReplica {
+	if s := hostStat(t, o.pool, o.next.Addr()); s.Role != hosthealth.RoleReplica {
 		t.Errorf("the replica is %v/%v, want it still known as a replica", s.State, s.Role)
 	}
 }
@@ -215,34 +201,23 @@ func TestReadyConnectionClosedWhenNoPromotionCame(t *testing.T) {
 func TestPgxPoolWaitOpensNoReadyConnection(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	old, next := c.Primary(), c.Replicas()[0]
-	pool := newPool(t, ctx, c.ConnString(""))
-	pgxp := pool.PgxPool()
-	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
+	o := newOrphaned(t, ctx, "")
+	pgxp := o.pool.PgxPool()
+	done := o.killAndWait(t, ctx, func() error {
 		_, err := pgxp.Exec(ctx, "SELECT 1")
-		done <- err
-	}()
-	// Two watches after the wait began: the first one's probe loop would
-	// have asked for ready connections before it.
-	waitUntil(t, time.Minute, "the write waiting", func() bool {
-		return hostStat(t, pool, old.Addr()).State == hosthealth.TransportError
+		return err
 	})
-	before := hostStat(t, pool, next.Addr()).Probes
+	// Two watches after the wait began: the probe loop would have asked
+	// for ready connections before the first.
+	waitUntil(t, time.Minute, "the old primary known down", func() bool {
+		return hostStat(t, o.pool, o.old.Addr()).State == hosthealth.TransportError
+	})
+	before := hostStat(t, o.pool, o.next.Addr()).Probes
 	waitUntil(t, time.Minute, "two watches of the replica", func() bool {
-		return hostStat(t, pool, next.Addr()).Probes >= before+2
+		return hostStat(t, o.pool, o.next.Addr()).Probes >= before+2
 	})
-	if n := hostStat(t, pool, next.Addr()).Pool.TotalConns(); n != 0 {
+	if n := hostStat(t, o.pool, o.next.Addr()).Pool.TotalConns(); n != 0 {
 		t.Errorf("%d connections in the replica's calls pool while only PgxPool waits, want none", n)
 	}
-	if err := c.Promote(ctx, next); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("the call after the promotion: %v", err)
-	}
+	o.promote(t, ctx, done)
 }
