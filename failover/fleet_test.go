@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -49,9 +50,21 @@ func TestFleetFailoverDrill(t *testing.T) {
 	proxy := startCountingProxy(t, old.Addr())
 
 	dsn := strings.Replace(c.ConnStringFor([]*pgtest.Node{old, next}, ""), old.Addr(), proxy.addr(), 1)
+	// Each Pool logs to a handler of its own, whose records say when it
+	// learnt of the promotion, without polling its Stat.
 	pools := make([]*failover.Pool, fleetPools)
+	logs := make([]*recordingHandler, fleetPools)
 	for i := range pools {
-		pools[i] = newPool(t, ctx, dsn)
+		cfg, err := failover.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs[i] = &recordingHandler{}
+		cfg.Logger = slog.New(logs[i])
+		if pools[i], err = failover.NewWithConfig(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pools[i].Close)
 	}
 	if _, err := pools[0].Exec(ctx, "CREATE TABLE writes (id bigint); CREATE TABLE writable (at timestamptz)"); err != nil {
 		t.Fatal(err)
@@ -187,25 +200,6 @@ func TestFleetFailoverDrill(t *testing.T) {
 	dials := proxy.count.Load() - dialsBefore
 	probesAfter := probes(next)
 
-	// When each Pool learns of the promotion, from its probe.
-	seen := make([]time.Time, len(pools))
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for left := len(pools); left > 0 && ctx.Err() == nil; time.Sleep(time.Millisecond) {
-			for i, p := range pools {
-				if !seen[i].IsZero() {
-					continue
-				}
-				for _, h := range p.Stat().Hosts() {
-					if h.Addr == next.Addr() && h.Role == hosthealth.RolePrimary {
-						seen[i] = time.Now()
-						left--
-					}
-				}
-			}
-		}
-	}()
 	poller, err := next.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +229,19 @@ func TestFleetFailoverDrill(t *testing.T) {
 	for _, l := range loops {
 		l.stop()
 	}
-	<-watched
+	// When each Pool learnt of the promotion: its log line of the change.
+	seen := make([]time.Time, len(pools))
+	for i, h := range logs {
+		for _, r := range h.since(crashed) {
+			if strings.HasPrefix(r.text, "pgfailover: host changed") && strings.Contains(r.text, "host="+next.Addr()) && strings.Contains(r.text, " role=primary") {
+				seen[i] = r.Time
+				break
+			}
+		}
+		if seen[i].IsZero() {
+			t.Errorf("pool %d logged no change of %s to the primary", i, next.Addr())
+		}
+	}
 
 	secs := outage.Seconds()
 	var firsts, learnt []time.Duration
