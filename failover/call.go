@@ -209,8 +209,9 @@ func (c *call) noHostOr(kind error) error {
 // wait blocks until what the picker reads in rs changes, the backoff before
 // a re-send ends (when heldBack), the budget or the caller's context runs
 // out, or the Pool closes. While it waits, the probes ask the reachable
-// hosts from 2ms apart up to health_probe_wait_max apart (probeSchedule),
-// so that a promotion is seen within tens of milliseconds.
+// hosts from 2ms apart up to health_probe_wait_max apart, and watch a
+// replica that a promotion would make usable (probeSchedule), so that a
+// promotion is seen within tens of milliseconds.
 func (c *call) wait(rs *routes, heldBack bool) error {
 	c.startEpisode()
 	now := c.p.clock.Now()

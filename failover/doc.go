@@ -51,9 +51,12 @@
 // background probes. When no host can take the call, it waits, and wakes
 // as soon as a probe or another call sees a host change; while any call
 // waits, the reachable hosts are probed 2ms apart at first and less often
-// as the wait grows, up to health_probe_wait_max (50ms) apart, so a
-// promotion is found within tens of milliseconds; a host that cannot be
-// reached is probed on a backoff of its own. One deadline,
+// as the wait grows, up to health_probe_wait_max (50ms) apart, a replica
+// that a promotion would make usable is watched on the server, which
+// answers as soon as it is promoted, and the likeliest one gets the waiting
+// calls' connections opened ahead of its promotion, so a promotion is
+// found, and written to, within tens of milliseconds; a host that cannot
+// be reached is probed on a backoff of its own. One deadline,
 // failover_max_duration from the call's first failover event, bounds the
 // waiting and the attempts, with the caller's context.
 // failover_max_attempts bounds how many times the statement is sent to

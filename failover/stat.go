@@ -27,7 +27,9 @@ type HostStat struct {
 	Tier hosthealth.Tier // the host's zone tier for the Pool's target
 	// Probes is the number of health probes sent to the host so far. While
 	// calls wait for a usable host, a reachable host is probed from 2ms
-	// up to health_probe_wait_max apart; this shows what that cost.
+	// up to health_probe_wait_max apart, and a replica that a promotion
+	// would make usable is watched instead, a probe each 200ms that the
+	// server answers early once promoted; this shows what that cost.
 	Probes int64
 	Pool   *pgxpool.Stat
 	// Reads is the host's pool of the Reader's read-only sessions.
