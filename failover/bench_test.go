@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/internal/cpubench"
+	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
@@ -109,6 +110,32 @@ func selectOne[Q rowQuerier](q Q) error {
 func BenchmarkQueryRowCPU(b *testing.B) {
 	bp := startBench(b, false)
 	compareCPU(b, rowQuerier(bp.bare), rowQuerier(bp.pool), "failover", selectOne)
+}
+
+// BenchmarkDialerCPU compares QueryRow of SELECT 1 on two bare pgxpools,
+// one with pgconn's dialer and one with the dialer the Pool installs
+// (netconn.DialFunc: shorter keepalives, TCP_USER_TIMEOUT, the time of the
+// last read): the share of QueryRowCPU's difference that is the sockets'
+// settings rather than the Pool's code.
+func BenchmarkDialerCPU(b *testing.B) {
+	ctx := context.Background()
+	c := pgtest.Start(b, pgtest.Options{})
+	open := func(dial pgconn.DialFunc) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(c.Primary().ConnString("pool_max_conns=4"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if dial != nil {
+			cfg.ConnConfig.DialFunc = dial
+		}
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(p.Close)
+		return p
+	}
+	compareCPU(b, rowQuerier(open(nil)), rowQuerier(open(netconn.DialFunc(netconn.DefaultTCPUserTimeout))), "netconn", selectOne)
 }
 
 // BenchmarkExecCPU compares Exec of a one-row INSERT, the path that
