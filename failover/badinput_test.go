@@ -91,7 +91,7 @@ func TestConfigDurationKeysCoverEveryDurationKey(t *testing.T) {
 		got = append(got, d.key)
 	}
 	// Every key of ours but these takes a duration.
-	notDurations := []string{keyTarget, keyTargetSessionAttrs, keyZone, keyZones, keyMaxAttempts, keyPatroniAPIURLs,
+	notDurations := []string{keyTarget, keyTargetSessionAttrs, keyZone, keyZones, keyMaxAttempts, keyReadyConns, keyPatroniAPIURLs,
 		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal, keyLazyConnect}
 	var want []string
 	for _, k := range slices.Concat(ownKeys, fallbackKeys) {
@@ -273,6 +273,49 @@ func TestParseConfigAttemptsEdges(t *testing.T) {
 		_, err := ParseConfig("host=db-a password=" + badInputPassword + " failover_max_attempts=3 failover_max_attempts=0")
 		checkConfigError(t, err, keyMaxAttempts, "at least 1")
 	})
+}
+
+// TestReadyConnsBadValues: failover_ready_conns is a whole number, 0 or
+// more, named in the error with no password; unset, it is the pool's
+// pool_max_conns.
+func TestReadyConnsBadValues(t *testing.T) {
+	clearPGEnv(t)
+	tests := []struct {
+		in      string
+		want    int
+		problem string
+	}{
+		{"-1", 0, "is negative"},
+		{"2147483648", 0, "is out of range"},
+		{"two", 0, "is not a whole number"},
+		{"1.5", 0, "is not a whole number"},
+		{"0", 0, ""},
+		{"2", 2, ""},
+	}
+	for _, tt := range tests {
+		for _, f := range withPassword(keyReadyConns, tt.in) {
+			t.Run(tt.in+"/"+f.name, func(t *testing.T) {
+				c, err := ParseConfig(f.conn)
+				if tt.problem != "" {
+					checkConfigError(t, err, keyReadyConns, tt.problem)
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.ReadyConns != tt.want {
+					t.Errorf("ReadyConns = %d, want %d", c.ReadyConns, tt.want)
+				}
+			})
+		}
+	}
+	c, err := ParseConfig("host=db-a pool_max_conns=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ReadyConns != 7 {
+		t.Errorf("ReadyConns unset = %d, want pool_max_conns, 7", c.ReadyConns)
+	}
 }
 
 // An empty host list, or an empty entry in one, means pgconn's default
@@ -549,6 +592,8 @@ func TestNewWithConfigChecksDurationsSetInCode(t *testing.T) {
 			c.HealthProbeInterval, c.HealthProbeWaitMax = 20*time.Millisecond, 20*time.Millisecond
 		}, "", ""},
 		{"replica wait zero", func(c *Config) { c.Replica.Wait = 0 }, "", ""},
+		{"ready conns negative", func(c *Config) { c.ReadyConns = -1 }, keyReadyConns, "ReadyConns"},
+		{"ready conns zero", func(c *Config) { c.ReadyConns = 0 }, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

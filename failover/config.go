@@ -108,7 +108,15 @@ type Config struct {
 	// Zone is the client's own zone ("zone" key), "" when unset.
 	Zone string
 
-	MaxAttempts         int           // failover_max_attempts, default 8, at least 1
+	MaxAttempts int // failover_max_attempts, default 8, at least 1
+	// ReadyConns (failover_ready_conns, default pool_max_conns, 0 for
+	// none) is how many connections the Pool opens, while calls wait for
+	// a primary, on the replica likeliest to be promoted, ahead of its
+	// promotion: at most one per waiting call, and never more than
+	// MaxConns. They are the logins the waiting calls would make on the
+	// new primary just after the promotion; 0 leaves those to then, for a
+	// fleet whose replicas have no connection slots to spare.
+	ReadyConns          int
 	MaxDuration         time.Duration // failover_max_duration, default 30s, > 0
 	BackoffInitial      time.Duration // failover_backoff_initial, default 50ms, > 0
 	BackoffMax          time.Duration // failover_backoff_max, default 1s, >= BackoffInitial
@@ -211,6 +219,8 @@ type ReplicaConfig struct {
 // Config it is given.
 func (c *Config) check() error {
 	switch {
+	case c.ReadyConns < 0:
+		return &ConfigError{Key: keyReadyConns, Msg: fmt.Sprintf("ReadyConns is %d, negative: 0 opens none", c.ReadyConns)}
 	case c.HealthProbeWaitMax < probeFloor:
 		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probeFloor)}
 	case c.HealthProbeWaitMax > c.HealthProbeInterval:

@@ -750,6 +750,7 @@ var validValues = map[string]string{
 	keyZone:                   "eu-1a",
 	keyZones:                  "eu-1a,eu-1b",
 	keyMaxAttempts:            "4",
+	keyReadyConns:             "1",
 	keyMaxDuration:            "10s",
 	keyBackoffInitial:         "20ms",
 	keyBackoffMax:             "2s",

@@ -26,6 +26,7 @@ const (
 	keyZone                   = "zone"
 	keyZones                  = "zones"
 	keyMaxAttempts            = "failover_max_attempts"
+	keyReadyConns             = "failover_ready_conns"
 	keyMaxDuration            = "failover_max_duration"
 	keyBackoffInitial         = "failover_backoff_initial"
 	keyBackoffMax             = "failover_backoff_max"
@@ -68,6 +69,7 @@ var ownKeys = []string{
 	keyZone,
 	keyZones,
 	keyMaxAttempts,
+	keyReadyConns,
 	keyMaxDuration,
 	keyBackoffInitial,
 	keyBackoffMax,
@@ -125,6 +127,9 @@ var fallbackKeys = []string{
 //	failover_max_attempts     8           sends of a call's statement to hosts that fail under it,
 //	                                      the first included; waiting for a usable host and
 //	                                      a host in the wrong role use none; at least 1
+//	failover_ready_conns      pool_max_conns  connections opened, while calls wait for a primary,
+//	                                      on the replica likeliest to be promoted, one per
+//	                                      waiting call at most; 0 for none
 //	failover_max_duration     30s         time one call may spend failing over, waiting for a
 //	                                      usable host included; > 0
 //	failover_backoff_initial  50ms        first backoff base before sending again to a host
@@ -262,6 +267,7 @@ func ParseConfig(connString string) (*Config, error) {
 		Config:              poolConfig,
 		Target:              hosthealth.TargetPrimary,
 		MaxAttempts:         defaultMaxAttempts,
+		ReadyConns:          int(poolConfig.MaxConns),
 		MaxDuration:         defaultMaxDuration,
 		BackoffInitial:      defaultBackoffInitial,
 		BackoffMax:          defaultBackoffMax,
@@ -402,6 +408,18 @@ func (p *parseState) applyBudget(c *Config, own map[string]string) error {
 			return p.badValue(keyMaxAttempts, v, "is too small: at least 1 attempt is needed", nil)
 		}
 		c.MaxAttempts = int(n)
+	}
+	if v, ok := own[keyReadyConns]; ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return p.badValue(keyReadyConns, v, "is out of range", err)
+		case err != nil:
+			return p.badValue(keyReadyConns, v, "is not a whole number", err)
+		case n < 0:
+			return p.badValue(keyReadyConns, v, "is negative: 0 opens none", nil)
+		}
+		c.ReadyConns = int(n)
 	}
 	var err error
 	if c.MaxDuration, err = p.duration(own, keyMaxDuration, c.MaxDuration, positive); err != nil {

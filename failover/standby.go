@@ -11,7 +11,8 @@ import (
 // While calls wait for a primary, the replica most likely to be promoted
 // gets connections in its calls pool opened ahead of the promotion, one
 // for each call waiting to run there (not the Reader's, nor PgxPool's
-// connects, which use pools of their own) up to pool_max_conns: a session on a standby stays
+// connects, which use pools of their own) up to failover_ready_conns
+// (pool_max_conns by default): a session on a standby stays
 // open when its server is promoted and takes writes from then on, so the
 // waiting calls find connections there once the probe sees the promotion
 // instead of waiting for logins (tens of milliseconds, more on a loaded
@@ -50,12 +51,12 @@ func (p *Pool) standbyUsable(h *hostPool) bool {
 
 // keepStandbyReady opens, in the background, connections to host h for
 // its promotion, one for each call waiting now to run on a host's calls
-// pool, up to pool_max_conns, when
-// h is the likeliest replica to be promoted (see likeliestPromotion) and
-// fewer are ready. The acquires hold every connection until all are
-// open, so that each opens one of its own.
+// pool, up to failover_ready_conns and pool_max_conns, when h is the
+// likeliest replica to be promoted (see likeliestPromotion) and fewer are
+// ready. The acquires hold every connection until all are open, so that
+// each opens one of its own.
 func (p *Pool) keepStandbyReady(h *hostPool) {
-	want := min(int(p.waitingOnCalls.Load()), int(h.pool.Stat().MaxConns()))
+	want := min(int(p.waitingOnCalls.Load()), p.cfg.ReadyConns, int(h.pool.Stat().MaxConns()))
 	if want <= int(h.readied.Load()) || !p.likeliestPromotion(h) || !h.opening.CompareAndSwap(false, true) {
 		return
 	}

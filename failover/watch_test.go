@@ -207,17 +207,36 @@ func TestPgxPoolWaitOpensNoReadyConnection(t *testing.T) {
 		_, err := pgxp.Exec(ctx, "SELECT 1")
 		return err
 	})
-	// Two watches after the wait began: the probe loop would have asked
-	// for ready connections before the first.
+	o.checkNoReadyConnection(t)
+	o.promote(t, ctx, done)
+}
+
+// TestReadyConnsZeroOpensNone: with failover_ready_conns=0 a waiting write
+// gets no connection opened on the replica ahead of its promotion, and
+// goes through after it all the same.
+func TestReadyConnsZeroOpensNone(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	o := newOrphaned(t, ctx, "failover_ready_conns=0")
+	done := o.killAndWait(t, ctx, o.insert(ctx))
+	o.checkNoReadyConnection(t)
+	o.promote(t, ctx, done)
+}
+
+// checkNoReadyConnection waits for two probes of the replica after the old
+// primary is known down (the probe loop would have asked for ready
+// connections before the first), then checks that the replica's calls
+// pool holds none.
+func (o *orphaned) checkNoReadyConnection(t *testing.T) {
+	t.Helper()
 	waitUntil(t, time.Minute, "the old primary known down", func() bool {
 		return hostStat(t, o.pool, o.old.Addr()).State == hosthealth.TransportError
 	})
 	before := hostStat(t, o.pool, o.next.Addr()).Probes
-	waitUntil(t, time.Minute, "two watches of the replica", func() bool {
+	waitUntil(t, time.Minute, "two probes of the replica", func() bool {
 		return hostStat(t, o.pool, o.next.Addr()).Probes >= before+2
 	})
 	if n := hostStat(t, o.pool, o.next.Addr()).Pool.TotalConns(); n != 0 {
-		t.Errorf("%d connections in the replica's calls pool while only PgxPool waits, want none", n)
+		t.Errorf("%d connections in the replica's calls pool, want none", n)
 	}
-	o.promote(t, ctx, done)
 }
