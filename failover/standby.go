@@ -12,15 +12,14 @@ import (
 // gets connections in its calls pool opened ahead of the promotion, one
 // for each call waiting to run there (not the Reader's, nor PgxPool's
 // connects, which use pools of their own) up to failover_ready_conns
-// (pool_max_conns by default): a session on a standby stays
-// open when its server is promoted and takes writes from then on, so the
-// waiting calls find connections there once the probe sees the promotion
-// instead of waiting for logins (tens of milliseconds, more on a loaded
-// machine, and all of them at the moment the new primary starts). Those
-// are the connections the Pool would open on the new primary a moment
-// later anyway; when another host takes over instead, or the old primary
-// comes back, they were opened for nothing and are closed when the wait
-// ends.
+// (pool_max_conns by default). A session on a standby stays open when its
+// server is promoted and takes writes from then on, so the waiting calls
+// find connections there once the probe sees the promotion instead of
+// waiting for logins (tens of milliseconds, more on a loaded machine, and
+// all of them at the moment the new primary starts). Those are the
+// connections the Pool would open on the new primary a moment later
+// anyway; when another host takes over instead, or the old primary comes
+// back, they were opened for nothing and are closed when the wait ends.
 //
 // Such a connection is marked standby in its connState. The acquire check
 // hands it out only while it is being opened (to the acquires that open
