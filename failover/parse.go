@@ -396,32 +396,33 @@ func (p *parseState) applyTarget(c *Config, own map[string]string, tsa connstr.T
 
 const targetSpellings = "accepted: any, read-write, primary, read-only, standby, replica, prefer-standby, prefer-replica"
 
+// count returns the whole number at key in own, def when it is unset: at
+// least least, tooSmall saying why a smaller one is refused.
+func (p *parseState) count(own map[string]string, key string, def, least int, tooSmall string) (int, error) {
+	v, ok := own[key]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return 0, p.badValue(key, v, "is out of range", err)
+	case err != nil:
+		return 0, p.badValue(key, v, "is not a whole number", err)
+	case n < int64(least):
+		return 0, p.badValue(key, v, tooSmall, nil)
+	}
+	return int(n), nil
+}
+
 func (p *parseState) applyBudget(c *Config, own map[string]string) error {
-	if v, ok := own[keyMaxAttempts]; ok {
-		n, err := strconv.ParseInt(v, 10, 32)
-		switch {
-		case errors.Is(err, strconv.ErrRange):
-			return p.badValue(keyMaxAttempts, v, "is out of range", err)
-		case err != nil:
-			return p.badValue(keyMaxAttempts, v, "is not a whole number", err)
-		case n < 1:
-			return p.badValue(keyMaxAttempts, v, "is too small: at least 1 attempt is needed", nil)
-		}
-		c.MaxAttempts = int(n)
-	}
-	if v, ok := own[keyReadyConns]; ok {
-		n, err := strconv.ParseInt(v, 10, 32)
-		switch {
-		case errors.Is(err, strconv.ErrRange):
-			return p.badValue(keyReadyConns, v, "is out of range", err)
-		case err != nil:
-			return p.badValue(keyReadyConns, v, "is not a whole number", err)
-		case n < 0:
-			return p.badValue(keyReadyConns, v, "is negative: 0 opens none", nil)
-		}
-		c.ReadyConns = int(n)
-	}
 	var err error
+	if c.MaxAttempts, err = p.count(own, keyMaxAttempts, c.MaxAttempts, 1, "is too small: at least 1 attempt is needed"); err != nil {
+		return err
+	}
+	if c.ReadyConns, err = p.count(own, keyReadyConns, c.ReadyConns, 0, "is negative: 0 opens none"); err != nil {
+		return err
+	}
 	if c.MaxDuration, err = p.duration(own, keyMaxDuration, c.MaxDuration, positive); err != nil {
 		return err
 	}
