@@ -27,12 +27,13 @@ import (
 // flight.
 const RecentRead = 50 * time.Microsecond
 
-// timedConn is a connection that records when its last Read returned
-// data. pgconn reads a connection only while it waits for an answer, so
-// that is the time the server last answered: the connection's last sign
-// of life before it was given back.
-type timedConn struct {
-	net.Conn
+// readTimes records when a connection's last Read returned data.
+// pgconn reads a connection only while it waits for an answer, so that is
+// the time the server last answered: the connection's last sign of life
+// before it was given back. The connections of DialFunc (timedConn) and
+// of Sockets.DialFunc (socket) each keep one, in the wrapper that also
+// does their other work, so that a Read goes through one wrapper.
+type readTimes struct {
 	// lastRead is the time of the last Read that returned data, as time
 	// since opened on clock, plus 1 ns; 0 until the first. It is atomic
 	// because pgconn may leave a background read running on a connection
@@ -42,48 +43,59 @@ type timedConn struct {
 	clock    clock.Clock // nil: the monotonic clock, through time.Since
 }
 
-// newTimedConn wraps c; with clk nil, it reads the monotonic clock.
-func newTimedConn(c net.Conn, clk clock.Clock) *timedConn {
-	t := &timedConn{Conn: c, clock: clk}
+// start sets the time the connection was opened; with clk nil, the
+// times are read on the monotonic clock.
+func (t *readTimes) start(clk clock.Clock) {
+	t.clock = clk
 	if clk != nil {
 		t.opened = clk.Now()
 	} else {
 		t.opened = time.Now()
 	}
-	return t
-}
-
-// timed wraps c unless it already records its reads.
-func timed(c net.Conn) net.Conn {
-	if _, ok := c.(*timedConn); ok {
-		return c
-	}
-	return newTimedConn(c, nil)
 }
 
 // elapsed is the time since the connection was opened. time.Since reads
 // only the monotonic clock (one vDSO call, about 30 ns here; time.Now
 // reads the wall clock as well, about 65 ns).
-func (c *timedConn) elapsed() time.Duration {
-	if c.clock != nil {
-		return c.clock.Now().Sub(c.opened)
+func (t *readTimes) elapsed() time.Duration {
+	if t.clock != nil {
+		return t.clock.Now().Sub(t.opened)
 	}
-	return time.Since(c.opened)
+	return time.Since(t.opened)
 }
 
-// Read reads from the connection and, when data came, records the time.
-func (c *timedConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
+// read records a Read that returned n bytes.
+func (t *readTimes) read(n int) {
 	if n > 0 {
-		c.lastRead.Store(int64(c.elapsed()) + 1)
+		t.lastRead.Store(int64(t.elapsed()) + 1)
 	}
-	return n, err
 }
 
 // readWithin reports whether a Read returned data less than d ago.
-func (c *timedConn) readWithin(d time.Duration) bool {
-	last := c.lastRead.Load()
-	return last != 0 && c.elapsed()-time.Duration(last-1) < d
+func (t *readTimes) readWithin(d time.Duration) bool {
+	last := t.lastRead.Load()
+	return last != 0 && t.elapsed()-time.Duration(last-1) < d
+}
+
+// timedConn is a connection that records when its last Read returned
+// data: DialFunc's.
+type timedConn struct {
+	net.Conn
+	readTimes
+}
+
+// newTimedConn wraps c; with clk nil, it reads the monotonic clock.
+func newTimedConn(c net.Conn, clk clock.Clock) *timedConn {
+	t := &timedConn{Conn: c}
+	t.start(clk)
+	return t
+}
+
+// Read reads from the connection and records the time when data came.
+func (c *timedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read(n)
+	return n, err
 }
 
 // SyscallConn exposes the socket underneath, for the peek (NewPeeker) and
@@ -95,16 +107,14 @@ func (c *timedConn) SyscallConn() (syscall.RawConn, error) {
 	return nil, errors.ErrUnsupported
 }
 
-// readsOf returns the timedConn under c (a *socket, or itself), or nil.
-func readsOf(c net.Conn) *timedConn {
-	for {
-		switch x := c.(type) {
-		case *timedConn:
-			return x
-		case *socket:
-			c = x.Conn
-		default:
-			return nil
-		}
+// readsOf returns the record of c's reads (a *socket's or a
+// *timedConn's), or nil.
+func readsOf(c net.Conn) *readTimes {
+	switch x := c.(type) {
+	case *timedConn:
+		return &x.readTimes
+	case *socket:
+		return &x.readTimes
 	}
+	return nil
 }

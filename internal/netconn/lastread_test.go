@@ -22,7 +22,7 @@ func TestPeekIdleSkipsOnlyRightAfterARead(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	tc := newTimedConn(client, clk)
 	p := NewPeeker(tc)
-	if p == nil || p.reads != tc {
+	if p == nil || p.reads != &tc.readTimes {
 		t.Fatal("NewPeeker did not find the connection's reads")
 	}
 
@@ -131,7 +131,7 @@ func TestDialledConnectionsRecordReads(t *testing.T) {
 	if tc == nil {
 		t.Fatal("Sockets over DialFunc: the connection does not record its reads")
 	}
-	if _, twice := tc.Conn.(*timedConn); twice {
+	if _, twice := over.(*socket).Conn.(*timedConn); twice {
 		t.Error("Sockets over DialFunc records the reads twice")
 	}
 

@@ -47,7 +47,7 @@ func (r PeekResult) String() string {
 type Peeker struct {
 	rc    syscall.RawConn
 	peek  func(fd uintptr)
-	reads *timedConn // when its last read was; nil when the connection does not record it
+	reads *readTimes // when its last read was; nil when the connection does not record it
 	res   PeekResult
 	buf   [1]byte
 }

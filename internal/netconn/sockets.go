@@ -38,15 +38,24 @@ type Sockets struct {
 	abandoned bool // the Pool is closing: send no cancel requests
 }
 
-// socket is one connection to the host, as dialled.
+// socket is one connection to the host, as dialled. It records its
+// reads (Peeker.PeekIdle).
 type socket struct {
 	net.Conn
+	readTimes
 	set *Sockets
 	// detached: pgconn has given the connection up (a cancel request was
 	// dialled for it), or it is such a cancel request. Nobody waits for
 	// its answer any more.
 	detached atomic.Bool
 	closed   atomic.Bool
+}
+
+// Read reads from the connection and records the time when data came.
+func (s *socket) Read(b []byte) (int, error) {
+	n, err := s.Conn.Read(b)
+	s.read(n)
+	return n, err
 }
 
 // Close removes the socket from its set and closes it.
@@ -96,7 +105,11 @@ func (ss *Sockets) DialFunc(base pgconn.DialFunc, cancels bool) pgconn.DialFunc 
 		if err != nil {
 			return nil, err
 		}
-		s := &socket{Conn: timed(c), set: ss}
+		if tc, ok := c.(*timedConn); ok {
+			c = tc.Conn // the socket records the reads itself
+		}
+		s := &socket{Conn: c, set: ss}
+		s.start(nil)
 		s.detached.Store(cancelReq)
 		ss.add(s)
 		if !cancelReq {
