@@ -232,13 +232,27 @@ func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 // its state is uncertain, so it is discarded before a statement is sent on
 // it. A connection whose server answered on it less than
 // netconn.RecentRead ago is not peeked (see quiet).
+//
+// The role the server reports is looked at only where it can have left
+// the target: a session's role changes only when its server is promoted,
+// from standby to primary, so a connection opened in a role a target
+// that accepts the primary accepts stays in one. Those opened on a
+// standby for its promotion are looked at.
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
-	if !p.stillOpen(h, conn) {
+	pc := conn.PgConn()
+	st := stateOf(pc)
+	if !p.stillOpenState(h, st) {
 		return false
 	}
-	pc := conn.PgConn()
-	if role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby")); role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
-		if st := stateOf(pc); st.standby {
+	if !st.standby && p.cfg.Target.Accepts(hosthealth.RolePrimary) {
+		return true
+	}
+	role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby"))
+	if role == hosthealth.RolePrimary {
+		st.standby = false // told of its promotion: in the target's role for good
+	}
+	if role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
+		if st.standby {
 			// Opened on a standby for its promotion, and not told of
 			// one on this session yet.
 			if p.standbyUsable(h) {
@@ -258,7 +272,12 @@ func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 // stillOpen is quiet for an idle connection of host h, counting the
 // connection closed when the server has ended its session.
 func (p *Pool) stillOpen(h *hostPool, conn *pgx.Conn) bool {
-	if quiet(conn) {
+	return p.stillOpenState(h, stateOf(conn.PgConn()))
+}
+
+// stillOpenState is stillOpen for the connection whose state is st.
+func (p *Pool) stillOpenState(h *hostPool, st *connState) bool {
+	if st.quiet() {
 		return true
 	}
 	p.telemetry.closed(h, closedByServer, 1)
@@ -273,8 +292,8 @@ func (p *Pool) stillOpen(h *hostPool, conn *pgx.Conn) bool {
 // not the connection's last release, so a connection that sat unused in
 // a caller's hands (an Acquire, database/sql) before it was given back is
 // peeked.
-func quiet(conn *pgx.Conn) bool {
-	if pk := stateOf(conn.PgConn()).peek; pk != nil {
+func (st *connState) quiet() bool {
+	if pk := st.peek; pk != nil {
 		switch pk.PeekIdle() {
 		case netconn.PeekPending, netconn.PeekClosed:
 			return false
