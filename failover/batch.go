@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -19,23 +20,41 @@ import (
 // sends the batch again. A batch that begins a transaction is pinned to its
 // host like Begin.
 func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b), call: p.newCall(ctx)}
+	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b)}
+	p.startCall(&br.call, ctx)
 	if err := br.send(); err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
 	return br
 }
 
-// snapshot copies the queries of b as the caller queued them. pgx rewrites
-// a batch as it sends it (statement descriptions tied to the connection,
-// rewritten arguments), so a batch sent again on another host is built
-// afresh from this copy.
-func snapshot(b *pgx.Batch) []pgx.QueuedQuery {
+// snapshot returns the queries of b as the caller queued them, from which
+// a batch sent again on another host is built afresh (rebuilt). pgx
+// changes a batch as it sends it: it ties statement descriptions to the
+// connection, which rebuilt leaves behind, and it replaces the SQL and
+// arguments of a query whose first argument is a pgx.QueryRewriter
+// (pgx.NamedArgs) by the rewritten ones. Only then are the queries
+// copied; otherwise b's own serve, and nothing is allocated.
+func snapshot(b *pgx.Batch) []*pgx.QueuedQuery {
+	if !slices.ContainsFunc(b.QueuedQueries, rewritten) {
+		return b.QueuedQueries
+	}
 	qs := make([]pgx.QueuedQuery, len(b.QueuedQueries))
+	ptrs := make([]*pgx.QueuedQuery, len(qs))
 	for i, q := range b.QueuedQueries {
 		qs[i] = pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments, Fn: q.Fn}
+		ptrs[i] = &qs[i]
 	}
-	return qs
+	return ptrs
+}
+
+// rewritten reports whether pgx rewrites q as it sends it.
+func rewritten(q *pgx.QueuedQuery) bool {
+	if len(q.Arguments) == 0 {
+		return false
+	}
+	_, ok := q.Arguments[0].(pgx.QueryRewriter)
+	return ok
 }
 
 // rebuilt returns the batch rebuilt from its snapshot, for another attempt.
@@ -50,7 +69,7 @@ func (br *batchResults) rebuilt() *pgx.Batch {
 type batchResults struct {
 	ctx    context.Context
 	batch  *pgx.Batch        // what the current attempt sent
-	queued []pgx.QueuedQuery // the batch as queued, for another attempt
+	queued []*pgx.QueuedQuery // the batch as queued, for another attempt (snapshot)
 	call   call
 
 	conn *pgxpool.Conn // nil once released or owned by the transaction
@@ -178,6 +197,9 @@ func (br *batchResults) Close() error {
 		// Closing never sends the batch again.
 		if err != nil {
 			return br.call.done(err, br.policy().delivered())
+		}
+		if !br.call.recording() {
+			return br.call.done(nil, 0)
 		}
 		return br.call.done(nil, br.call.p.classes.batchPolicy(br.ctx, br.batch)&mayWrite)
 	}

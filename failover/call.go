@@ -19,8 +19,10 @@ import (
 var errRetry = errors.New("pgfailover: retry")
 
 // call is one pool-level call finding a host for its statement. It lives
-// on the caller's stack and allocates nothing until the first failover
-// event.
+// on the caller's stack, or is copied into the row or rows that carries
+// it on, and allocates nothing until the first failover event: what it
+// keeps from then on (callEvents) is behind a pointer, so that a call
+// that meets none is small to copy.
 //
 // Each attempt goes to the best usable host for the target: one whose state
 // is Healthy or Unknown in the current routing state (routes.go). A host
@@ -39,9 +41,25 @@ type call struct {
 	host   *hostPool // host of the current attempt, nil before the first
 
 	settledOnce bool // the call's outcome has been decided and counted
+	episode     bool // a failover episode is under way: the call met a failure or waited
 	tries       int  // hosts picked so far, one per attempt
+	ev          *callEvents
 
-	episode   bool      // a failover episode is under way: the call met a failure or waited
+	// A read through the Reader:
+	after  replica.LSN    // the position it must see (its causal token's, or its pin's), if any
+	pinned bool           // after comes from a write through the Pool (Reader.pin)
+	reason replica.Reason // why it went where it goes
+	verify bool           // check that the replica picked has replayed after
+	spent  time.Duration  // time spent waiting for a replica to replay after
+	// connect: the host of a long-lived connection is being chosen
+	// (connectChain), so no pin after writes.
+	connect bool
+}
+
+// callEvents is what a call keeps once it meets a failover event, or,
+// for a read through the Reader, a replica behind its position. It is nil
+// until then (call.events makes it).
+type callEvents struct {
 	attempts  int       // failures that count against MaxAttempts
 	deadline  time.Time // end of the failover budget, fixed when the episode starts
 	outcomes  []HostError
@@ -50,21 +68,36 @@ type call struct {
 	backoff   *fullJitter
 	waited    time.Duration // time spent waiting for a usable host
 	span      trace.Span    // the failover episode
-
-	// A read through the Reader:
-	after  replica.LSN    // the position it must see (its causal token's, or its pin's), if any
-	pinned bool           // after comes from a write through the Pool (Reader.pin)
-	reason replica.Reason // why it went where it goes
-	verify bool           // check that the replica picked has replayed after
-	behind []string       // replicas checked that had not replayed after
-	spent  time.Duration  // time spent waiting for a replica to replay after
-	// connect: the host of a long-lived connection is being chosen
-	// (connectChain), so no pin after writes.
-	connect bool
+	behind    []string      // replicas a read checked that had not replayed its position
 }
 
-func (p *Pool) newCall(ctx context.Context) call {
-	return call{p: p, ctx: ctx, picker: p.picker}
+// events returns what the call keeps of its events, made on first use.
+func (c *call) events() *callEvents {
+	if c.ev == nil {
+		c.ev = new(callEvents)
+	}
+	return c.ev
+}
+
+// passedOver reports whether the call has failed on a host, or found a
+// replica behind its position: the hosts the next pick must pass over.
+func (c *call) passedOver() bool {
+	return c.ev != nil && (len(c.ev.failed) > 0 || len(c.ev.behind) > 0)
+}
+
+// startCall sets up c, a zero call, as a call of the Pool's made with
+// ctx. Calls are set up in place, field by field: a call returned by value,
+// or built as a composite literal, is built in a temporary and copied,
+// which costs every call twice its size in stack.
+func (p *Pool) startCall(c *call, ctx context.Context) {
+	c.p, c.ctx, c.picker = p, ctx, p.picker
+}
+
+// recording reports whether a success of the call records that it may
+// have written (Pool.recordsWrites): then, and only then, the policy its
+// attempt reports to done must say so. The Reader's calls never write.
+func (c *call) recording() bool {
+	return c.picker.reads == nil && c.p.recordsWrites(c.ctx)
 }
 
 // errKeep is what an attempt's op returns when it succeeded but the call
@@ -104,7 +137,8 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 		if err == nil && c.verify && !c.p.reader.replayed(c, h, conn) {
 			// Not there yet: another replica, or the primary, takes the read.
 			conn.Release()
-			c.behind = append(c.behind, h.addr)
+			ev := c.events()
+			ev.behind = append(ev.behind, h.addr)
 			continue
 		}
 		if err == nil {
@@ -144,7 +178,7 @@ func (c *call) acquireFrom(h *hostPool) (*pgxpool.Conn, error) {
 		return pool.Acquire(c.ctx)
 	}
 	// What is left of the budget, on the Pool's clock, bounds the dial.
-	ctx, cancel := context.WithTimeout(c.ctx, c.deadline.Sub(c.p.clock.Now()))
+	ctx, cancel := context.WithTimeout(c.ctx, c.ev.deadline.Sub(c.p.clock.Now()))
 	defer cancel()
 	return pool.Acquire(ctx)
 }
@@ -194,7 +228,7 @@ func (c *call) traceDoneAcquire() {
 // heldBack reports whether the call must not send to h yet: h failed under
 // this call and the backoff before sending there again has not run out.
 func (c *call) heldBack(h *hostPool) bool {
-	return c.failedOn(h.addr) && c.p.clock.Now().Before(c.notBefore)
+	return c.failedOn(h.addr) && c.p.clock.Now().Before(c.ev.notBefore)
 }
 
 // noHostOr returns ErrNoHost when every host is in the wrong role for the
@@ -215,11 +249,11 @@ func (c *call) noHostOr(kind error) error {
 func (c *call) wait(rs *routes, heldBack bool) error {
 	c.startEpisode()
 	now := c.p.clock.Now()
-	until := c.deadline
-	if heldBack && c.notBefore.Before(until) {
-		until = c.notBefore
+	until := c.ev.deadline
+	if heldBack && c.ev.notBefore.Before(until) {
+		until = c.ev.notBefore
 	}
-	if !now.Before(c.deadline) {
+	if !now.Before(c.ev.deadline) {
 		return c.giveUp(c.noHostOr(ErrBudgetExhausted), nil)
 	}
 	// The timer is set before the wait is counted: whoever sees the call
@@ -232,7 +266,7 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 		c.p.waitingOnCalls.Add(1)
 		defer c.p.waitingOnCalls.Add(-1)
 	}
-	defer func() { c.waited += c.p.clock.Now().Sub(now) }()
+	defer func() { c.ev.waited += c.p.clock.Now().Sub(now) }()
 	select {
 	case <-c.picker.changed(rs):
 		return nil
@@ -270,7 +304,7 @@ func (c *call) done(err error, rule policy) error {
 	err, f := classify(err, rule, c.picker.target)
 	f.callerDone = c.ctx.Err() != nil
 	c.mark(&f, err)
-	f.failedOver, f.attempts, f.maxAttempts, f.timeLeft = c.episode, c.attempts, c.p.cfg.MaxAttempts, c.timeLeft()
+	f.failedOver, f.attempts, f.maxAttempts, f.timeLeft = c.episode, c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
 	v, counts := decide(f)
 	return c.settle(v, counts, f.callerDone, err)
 }
@@ -317,22 +351,26 @@ func (c *call) settle(v verdict, counts, callerDone bool, err error) error {
 // holdBack counts a failed attempt on c.host and holds the host back for
 // a backoff before the call may send there again.
 func (c *call) holdBack() {
-	c.attempts++
-	c.failed = append(c.failed, c.host.addr)
-	if c.backoff == nil {
-		c.backoff = newFullJitter(c.p.cfg.BackoffInitial, c.p.cfg.BackoffMax)
+	ev := c.events()
+	ev.attempts++
+	ev.failed = append(ev.failed, c.host.addr)
+	if ev.backoff == nil {
+		ev.backoff = newFullJitter(c.p.cfg.BackoffInitial, c.p.cfg.BackoffMax)
 	}
-	c.notBefore = c.p.clock.Now().Add(c.backoff.NextBackOff())
+	ev.notBefore = c.p.clock.Now().Add(ev.backoff.NextBackOff())
 }
 
 // timeLeft reports whether the failover budget has time left.
 func (c *call) timeLeft() bool {
-	return !c.episode || c.p.clock.Now().Before(c.deadline)
+	return !c.episode || c.p.clock.Now().Before(c.ev.deadline)
 }
 
 // failedOn reports whether this call failed on addr already.
 func (c *call) failedOn(addr string) bool {
-	for _, a := range c.failed {
+	if c.ev == nil {
+		return false
+	}
+	for _, a := range c.ev.failed {
 		if a == addr {
 			return true
 		}
@@ -364,10 +402,10 @@ func (c *call) finish(err error) {
 	if !c.episode {
 		return
 	}
-	if c.waited > 0 {
-		c.p.telemetry.waited(c.ctx, c.span, c.waited)
+	if c.ev.waited > 0 {
+		c.p.telemetry.waited(c.ctx, c.ev.span, c.ev.waited)
 	}
-	c.p.telemetry.endEpisode(c.ctx, c.span, c.tries, err)
+	c.p.telemetry.endEpisode(c.ctx, c.ev.span, c.tries, err)
 	c.p.logEpisode(c, err)
 	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {
 		st.failedOver = true
@@ -383,20 +421,21 @@ func (c *call) startEpisode() {
 		return
 	}
 	c.episode = true
-	c.deadline = c.p.clock.Now().Add(c.p.steer.budget(c.p.cfg.MaxDuration))
-	c.span = c.p.telemetry.startEpisode(c.ctx)
+	ev := c.events()
+	ev.deadline = c.p.clock.Now().Add(c.p.steer.budget(c.p.cfg.MaxDuration))
+	ev.span = c.p.telemetry.startEpisode(c.ctx)
 }
 
 // record notes a failover event on the current host.
 func (c *call) record(class hosthealth.Class, err error) {
 	c.startEpisode()
 	c.note(c.host.addr, err)
-	c.p.telemetry.hostFailed(c.span, c.host, class, err)
+	c.p.telemetry.hostFailed(c.ev.span, c.host, class, err)
 }
 
 // noteFirst keeps err as host addr's outcome unless it has one.
 func (c *call) noteFirst(addr string, err error) {
-	for _, o := range c.outcomes {
+	for _, o := range c.events().outcomes {
 		if o.Addr == addr {
 			return
 		}
@@ -406,13 +445,14 @@ func (c *call) noteFirst(addr string, err error) {
 
 // note keeps err as the last outcome of host addr.
 func (c *call) note(addr string, err error) {
-	for i := range c.outcomes {
-		if c.outcomes[i].Addr == addr {
-			c.outcomes[i].Err = err
+	ev := c.events()
+	for i := range ev.outcomes {
+		if ev.outcomes[i].Addr == addr {
+			ev.outcomes[i].Err = err
 			return
 		}
 	}
-	c.outcomes = append(c.outcomes, HostError{Addr: addr, Err: err})
+	ev.outcomes = append(ev.outcomes, HostError{Addr: addr, Err: err})
 }
 
 // giveUp ends the call with kind, listing each host's last outcome.
@@ -423,7 +463,8 @@ func (c *call) giveUp(kind, cause error) error {
 		c.finish(cause)
 		return cause
 	}
-	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: c.attempts, Hosts: c.outcomes}
+	ev := c.events()
+	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: ev.attempts, Hosts: ev.outcomes}
 	// Hosts the call never tried (it waited while they were down or in the
 	// wrong role) are listed with what the Pool knew of them.
 	s := c.p.routes.Load().health

@@ -32,8 +32,15 @@ type causalKey struct{}
 // WithCausalToken returns a copy of ctx that carries tok: writes made with
 // it advance tok, and reads through the Reader made with it see them.
 func WithCausalToken(ctx context.Context, tok *CausalToken) context.Context {
+	if !causalTokensUsed.Load() {
+		causalTokensUsed.Store(true)
+	}
 	return context.WithValue(ctx, causalKey{}, tok)
 }
+
+// causalTokensUsed says that some context has carried a causal token:
+// until then no call looks for one.
+var causalTokensUsed atomic.Bool
 
 func causalTokenFrom(ctx context.Context) *CausalToken {
 	tok, _ := ctx.Value(causalKey{}).(*CausalToken)
@@ -84,12 +91,38 @@ func (t *CausalToken) advance(pos replica.LSN) {
 	}
 }
 
+// recordsWrites reports whether it matters that a call made with ctx
+// that succeeded may have written, which only the classifier can say
+// (classes). It matters to the Reader's pin_after_write, once the Reader
+// has been asked for (takeReader times the writes before that as one),
+// and to a causal token in ctx. Otherwise a success is not classified:
+// a Pool without a Reader in use pays nothing for one.
+//
+// It is called on every success, and writes nothing shared but once:
+// calledOnce, which takeReader reads after storing readerTaken, so that
+// of a success and a first call of Reader at the same moment, one at
+// least sees the other.
+func (p *Pool) recordsWrites(ctx context.Context) bool {
+	if !p.calledOnce.Load() {
+		p.calledOnce.Store(true)
+	}
+	if p.readerTaken.Load() && p.cfg.Replica.PinAfterWrite > 0 {
+		return true
+	}
+	return causalTokensUsed.Load() && causalTokenFrom(ctx) != nil
+}
+
 // wrote records that a call made with ctx on host h may have written: for
 // pin_after_write the Reader's reads must see it (Reader.pin), and a
 // causal token in ctx advances to the primary's position. That position,
 // read after the write, is also a sample the pinned reads can use.
 func (p *Pool) wrote(ctx context.Context, h *hostPool) {
-	p.noteWrite()
+	if !p.recordsWrites(ctx) {
+		return
+	}
+	if p.readerTaken.Load() {
+		p.noteWrite()
+	}
 	if tok := causalTokenFrom(ctx); tok != nil {
 		s, ok := p.samplePrimary(ctx, h)
 		if !ok {

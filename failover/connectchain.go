@@ -260,7 +260,7 @@ func (ch *connectChain) failed() error {
 	c.p.markFailed(h, class, err)
 	c.record(class, err)
 	c.holdBack()
-	if c.attempts >= c.p.cfg.MaxAttempts || !c.timeLeft() {
+	if c.events().attempts >= c.p.cfg.MaxAttempts || !c.timeLeft() {
 		return c.giveUp(ErrBudgetExhausted, nil)
 	}
 	return nil

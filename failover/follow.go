@@ -81,7 +81,7 @@ func (p *Pool) PgxPool() *pgxpool.Pool {
 	if f := p.follow.Load(); f != nil {
 		return f.pool
 	}
-	f := p.newFollower(following{newCall: p.newCall, target: p.cfg.Target, ok: p.followerUsable})
+	f := p.newFollower(following{startCall: p.startCall, target: p.cfg.Target, ok: p.followerUsable})
 	p.follow.Store(f)
 	if p.closed.Load() {
 		// Close may have looked for it before it existed.
@@ -93,15 +93,15 @@ func (p *Pool) PgxPool() *pgxpool.Pool {
 // follower returns PgxPool's pool, nil if it was never asked for.
 func (p *Pool) follower() *follower { return p.follow.Load() }
 
-// following says where a following pool's connections go: newCall starts
-// the call that chooses the host of a new connection (the Pool's, or the
+// following says where a following pool's connections go: startCall sets
+// up the call that chooses the host of a new connection (the Pool's, or the
 // Reader's), target is the roles its server may be in, and ok decides
 // whether an idle connection may be handed out.
 type following struct {
-	newCall  func(context.Context) call
-	target   hosthealth.Target
-	ok       func(*pgx.Conn) bool
-	readOnly bool // every session is read-only (default_transaction_read_only)
+	startCall func(*call, context.Context)
+	target    hosthealth.Target
+	ok        func(*pgx.Conn) bool
+	readOnly  bool // every session is read-only (default_transaction_read_only)
 }
 
 // newFollower builds a pool whose connections follow rt. Called with
@@ -120,7 +120,8 @@ func (p *Pool) newFollower(rt following) *follower {
 		// when the pool closes, so the waits are bounded by the budget.
 		// cc is this connection's own copy of the config: the chain points
 		// it at the chosen host, and at the others should that one refuse.
-		c := rt.newCall(ctx)
+		var c call
+		rt.startCall(&c, ctx)
 		c.connect = true
 		if err := p.newConnectChain(&c, rt.target, f, cc); err != nil {
 			return err

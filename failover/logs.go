@@ -87,15 +87,15 @@ func (p *Pool) logEpisode(c *call, err error) {
 		return
 	}
 	first := ""
-	if len(c.outcomes) > 0 {
-		first = c.outcomes[0].Addr
+	if len(c.ev.outcomes) > 0 {
+		first = c.ev.outcomes[0].Addr
 	} else if c.host != nil {
 		first = c.host.addr
 	}
 	attrs := []slog.Attr{
 		slog.String("outcome", callOutcome(err)),
 		slog.Int("attempts", c.tries),
-		slog.Duration("waited", c.waited),
+		slog.Duration("waited", c.ev.waited),
 	}
 	if c.host != nil {
 		attrs = append(attrs, slog.String("last_host", c.host.addr))

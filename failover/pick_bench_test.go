@@ -66,7 +66,8 @@ func BenchmarkPick(b *testing.B) {
 			b.Run(name+"/serial", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					c := p.newCall(ctx)
+					var c call
+					p.startCall(&c, ctx)
 					if h, err := c.pick(); err != nil || h != want {
 						b.Fatal(h.addr, err)
 					}
@@ -76,7 +77,8 @@ func BenchmarkPick(b *testing.B) {
 				b.ReportAllocs()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						c := p.newCall(ctx)
+						var c call
+						p.startCall(&c, ctx)
 						if h, err := c.pick(); err != nil || h != want {
 							b.Error(h.addr, err)
 							return
@@ -102,8 +104,9 @@ func BenchmarkPickHeldBack(b *testing.B) {
 			failed := []string{list[0].addr}
 			notBefore := p.clock.Now().Add(1 << 62)
 			for b.Loop() {
-				c := p.newCall(ctx)
-				c.failed, c.notBefore = failed, notBefore
+				var c call
+				p.startCall(&c, ctx)
+				c.events().failed, c.events().notBefore = failed, notBefore
 				if h, err := c.pick(); err != nil || h != list[1] {
 					b.Fatal(h.addr, err)
 				}

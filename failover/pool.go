@@ -76,8 +76,13 @@ type Pool struct {
 	// so that the probes ask at once instead of at their next tick.
 	wake atomic.Pointer[chan struct{}]
 	// lastWrite is the clock reading (Unix nanoseconds) when a call that
-	// may have written last succeeded.
+	// may have written last succeeded, once the Reader has been asked for
+	// (see recordsWrites).
 	lastWrite atomic.Int64
+	// readerTaken says that Reader has been called; calledOnce that a
+	// call through the Pool has succeeded. Each is stored once.
+	readerTaken atomic.Bool
+	calledOnce  atomic.Bool
 
 	classes classes // the classifier's verdicts on the statements seen
 
@@ -290,7 +295,8 @@ func (p *Pool) Config() *Config { return p.cfg.Copy() }
 // connection is pinned to that host: if it fails, the error is returned as
 // is and nothing is retried elsewhere. Release it when done.
 func (p *Pool) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
-	c := p.newCall(ctx)
+	var c call
+	p.startCall(&c, ctx)
 	conn, err := c.acquire()
 	if err != nil {
 		return nil, err
@@ -313,7 +319,8 @@ func (p *Pool) AcquireFunc(ctx context.Context, f func(*pgxpool.Conn) error) err
 // Ping checks that a host satisfying the target answers, failing over like
 // any other read.
 func (p *Pool) Ping(ctx context.Context) error {
-	c := p.newCall(ctx)
+	var c call
+	p.startCall(&c, ctx)
 	return c.attempt(func(conn *pgxpool.Conn) (policy, error) {
 		err := conn.Ping(ctx)
 		conn.Release()
@@ -329,13 +336,17 @@ func (p *Pool) Ping(ctx context.Context) error {
 // error wrapping ErrCommitOutcomeUnknown (for anything but a plain read)
 // and never runs it again.
 func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	c := p.newCall(ctx)
+	var c call
+	p.startCall(&c, ctx)
 	var tag pgconn.CommandTag
 	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
 		var err error
 		tag, err = conn.Exec(ctx, sql, args...)
 		err = explainRefusal(ctx, conn, err)
 		conn.Release()
+		if err == nil && !c.recording() {
+			return 0, nil
+		}
 		return p.classes.execPolicy(ctx, sql), err
 	})
 	return tag, err
@@ -345,7 +356,8 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 // when nothing was sent and no row was read from rowSrc yet.
 func (p *Pool) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
 	src := &watchedSource{CopyFromSource: rowSrc}
-	c := p.newCall(ctx)
+	var c call
+	p.startCall(&c, ctx)
 	var n int64
 	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
 		var err error
@@ -383,7 +395,8 @@ func (p *Pool) Begin(ctx context.Context) (pgx.Tx, error) {
 // died with COMMIT in flight. RunTx runs a whole transaction function again
 // after an interruption.
 func (p *Pool) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
-	c := p.newCall(ctx)
+	var c call
+	p.startCall(&c, ctx)
 	return p.beginTx(&c, ctx, txOptions)
 }
 

@@ -67,8 +67,28 @@ type Reader struct {
 	follow  atomic.Pointer[follower] // PgxPool's pool, nil until first asked for; built under Pool.followMu
 }
 
-// Reader returns the Pool's Reader.
-func (p *Pool) Reader() *Reader { return p.reader }
+// Reader returns the Pool's Reader. Until it is first called, the Pool
+// does not time its writes for pin_after_write; the first call counts as
+// a write completed then if any call went through the Pool before, so
+// the reads of the first pin_after_write after it are pinned as after a
+// write. Get the Reader once, when the Pool is made, to avoid that.
+func (p *Pool) Reader() *Reader {
+	if !p.readerTaken.Load() {
+		p.takeReader()
+	}
+	return p.reader
+}
+
+// takeReader starts timing the Pool's writes for the Reader's pin. Until
+// the Reader is first asked for, no write is timed (recordsWrites); if a
+// call has succeeded before, it may have written just now, so the Reader
+// starts as if one had.
+func (p *Pool) takeReader() {
+	p.readerTaken.Store(true)
+	if p.calledOnce.Load() {
+		p.noteWrite()
+	}
+}
 
 // next is the Reader's picker: the replica whose turn it is, else the
 // primary. It records where the read went on the call.
@@ -78,12 +98,12 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 	// call began: nothing here asks for one.
 	read := replica.Read{Now: r.p.clock.Now(), After: c.after}
 	cands := rs.cands
-	if len(c.failed) > 0 || len(c.behind) > 0 {
+	if c.passedOver() {
 		// Replicas this read failed on, or found behind its position, are
 		// passed over for good.
 		cands = append([]replica.Candidate(nil), cands...)
 		for i, h := range rs.replicas {
-			if c.failedOn(h.addr) || slices.Contains(c.behind, h.addr) {
+			if c.failedOn(h.addr) || slices.Contains(c.ev.behind, h.addr) {
 				cands[i].Usable = false
 			}
 		}
@@ -97,7 +117,7 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 		reason = replica.CaughtUp // its probe says it has replayed the position
 	case i == replica.Primary && c.pinned:
 		reason = replica.Pinned
-	case i == replica.Primary && len(c.behind) > 0:
+	case i == replica.Primary && c.ev != nil && len(c.ev.behind) > 0:
 		reason = replica.Lagging // the replicas asked had not replayed it
 	}
 	c.verify = reason == replica.Verify
@@ -190,43 +210,45 @@ func (p *Pool) samplePrimary(ctx context.Context, h *hostPool) (replica.Sample, 
 	return replica.Sample{LSN: recordEnd(pos, blockSize), At: asked}, true
 }
 
-// newReadCall starts a call of the Reader: its causal token, if any,
-// applies, and no pin after a write (the Reader's PgxPool places long-lived
-// connections with it; newPinnedCall is for one read).
-func (r *Reader) newReadCall(ctx context.Context) call {
-	c := call{p: r.p, ctx: ctx, picker: picker{target: hosthealth.TargetAny, reads: r}}
+// startReadCall sets up c, a zero call, as a call of the Reader (see
+// Pool.startCall): its causal token, if any, applies, and no pin after a
+// write (the Reader's PgxPool places long-lived connections with it;
+// startPinnedCall is for one read).
+func (r *Reader) startReadCall(c *call, ctx context.Context) {
+	c.p, c.ctx, c.picker = r.p, ctx, picker{target: hosthealth.TargetAny, reads: r}
 	if tok := causalTokenFrom(ctx); tok != nil {
 		c.after = replica.LSN(tok.pos.Load())
 	}
-	return c
 }
 
-// newPinnedCall starts a call of the Reader for one read: the pin after a
-// write applies to it.
-func (r *Reader) newPinnedCall(ctx context.Context) call {
-	c := r.newReadCall(ctx)
-	r.pin(&c)
-	return c
+// startPinnedCall sets up c as a call of the Reader for one read: the pin
+// after a write applies to it.
+func (r *Reader) startPinnedCall(c *call, ctx context.Context) {
+	r.startReadCall(c, ctx)
+	r.pin(c)
 }
 
 // Query runs a read and returns its rows, as Pool.Query does, on a replica
 // or (see Reader) the primary, in a read-only session.
 func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	c := r.newPinnedCall(ctx)
+	var c call
+	r.startPinnedCall(&c, ctx)
 	return startRows(&c, ctx, sql, args)
 }
 
 // QueryRow runs a read expected to return at most one row, as
 // Pool.QueryRow does, on a replica or the primary.
 func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	c := r.newPinnedCall(ctx)
+	var c call
+	r.startPinnedCall(&c, ctx)
 	return sendRow(&c, ctx, sql, args)
 }
 
 // SendBatch sends a batch of reads, as Pool.SendBatch does, on a replica
 // or the primary. A statement in it that writes fails.
 func (r *Reader) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b), call: r.newPinnedCall(ctx)}
+	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b)}
+	r.startPinnedCall(&br.call, ctx)
 	if err := br.send(); err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
@@ -245,7 +267,8 @@ func (r *Reader) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, 
 		return nil, ErrReadWriteTx
 	}
 	txOptions.AccessMode = pgx.ReadOnly
-	c := r.newPinnedCall(ctx)
+	var c call
+	r.startPinnedCall(&c, ctx)
 	return r.p.beginTx(&c, ctx, txOptions)
 }
 
@@ -366,7 +389,7 @@ func (r *Reader) PgxPool() *pgxpool.Pool {
 	if f := r.follow.Load(); f != nil {
 		return f.pool
 	}
-	f := p.newFollower(following{newCall: r.newReadCall, target: hosthealth.TargetAny, ok: r.connUsable, readOnly: true})
+	f := p.newFollower(following{startCall: r.startReadCall, target: hosthealth.TargetAny, ok: r.connUsable, readOnly: true})
 	r.follow.Store(f)
 	if p.closed.Load() {
 		f.pool.Close() // Close may have looked for it before it existed

@@ -49,9 +49,11 @@ func modeOf(ctx context.Context) replayMode {
 // classes remembers which statements the classifier found replay-safe,
 // so that a statement the application sends over and over (the usual
 // case: SQL is written in code, its values are parameters) is read once.
-// Every statement's policy is needed, its success included: on success
-// the policy says whether the call may have written, which arms the
-// Reader's pin_after_write and advances a CausalToken (see call.done).
+// A statement's policy is needed when it fails, and when it succeeds
+// while a write is recorded (Pool.recordsWrites: the Reader is in use, or
+// the call carries a CausalToken): then it says whether the call may have
+// written, which arms the Reader's pin_after_write and advances the
+// token (see call.done). Otherwise a success asks nothing of it.
 //
 // A lookup writes nothing shared: the map is replaced, never modified, so
 // callers on every core read it without a lock. It holds at most

@@ -15,7 +15,8 @@ import (
 // Scan may run the query again on another host when it failed before its
 // row reached the caller, under the same rules as Query.
 func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	c := p.newCall(ctx)
+	var c call
+	p.startCall(&c, ctx)
 	return sendRow(&c, ctx, sql, args)
 }
 
@@ -64,11 +65,11 @@ func (r *row) send() {
 
 // sendOn sends the query on conn, which the row holds until Scan.
 func (r *row) sendOn(conn *pgxpool.Conn) {
-	inner, err := conn.Query(r.ctx, r.sql, r.args...)
-	if err != nil {
-		inner = errRows{err: err}
+	var err error
+	r.conn = conn
+	if r.inner, err = conn.Query(r.ctx, r.sql, r.args...); err != nil {
+		r.inner = errRows{err: err}
 	}
-	r.conn, r.inner = conn, inner
 }
 
 // Scan reads the first row as pgx's QueryRow does (ErrNoRows when there is
@@ -99,10 +100,10 @@ func (r *row) Scan(dest ...any) error {
 		switch {
 		case err == nil && !got:
 			err = pgx.ErrNoRows
-			r.err = r.call.done(nil, r.call.p.classes.queryPolicy(r.ctx, r.sql)&mayWrite)
+			r.err = r.call.done(nil, queryWrote(&r.call, r.ctx, r.sql))
 		case err == nil:
 			err = scanErr
-			r.err = r.call.done(nil, r.call.p.classes.queryPolicy(r.ctx, r.sql)&mayWrite)
+			r.err = r.call.done(nil, queryWrote(&r.call, r.ctx, r.sql))
 		case got && scanErr == nil:
 			// The row reached dest and then the connection failed. A
 			// replay-safe read runs again: its one row is scanned into
@@ -157,7 +158,8 @@ var errScanPanicked = errors.New("pgfailover: an earlier Scan of this row panick
 // row has been delivered, a failure ends the rows with an error, and rows
 // from another execution are never added.
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	c := p.newCall(ctx)
+	var c call
+	p.startCall(&c, ctx)
 	return startRows(&c, ctx, sql, args)
 }
 
@@ -248,13 +250,23 @@ func (r *rows) Next() bool {
 	return false
 }
 
-// policy is the retry policy for err, given what reached the caller. On
-// success it says whether the query may have written.
-func (r *rows) policy(err error) policy {
-	p := r.call.p.classes.queryPolicy(r.ctx, r.sql)
-	if err == nil {
-		return p & mayWrite
+// queryWrote is the policy of call c's query sql when it succeeded: its
+// writes bit, which done reads, says whether it may have written. The
+// classifier is asked only when that is recorded (call.recording).
+func queryWrote(c *call, ctx context.Context, sql string) policy {
+	if !c.recording() {
+		return 0
 	}
+	return c.p.classes.queryPolicy(ctx, sql) & mayWrite
+}
+
+// policy is the retry policy for err, given what reached the caller. On
+// success it says whether the query may have written (queryWrote).
+func (r *rows) policy(err error) policy {
+	if err == nil {
+		return queryWrote(&r.call, r.ctx, r.sql)
+	}
+	p := r.call.p.classes.queryPolicy(r.ctx, r.sql)
 	if r.rowDelivered {
 		// Never replayed now; a write cut off is still of unknown outcome.
 		p = p.delivered()

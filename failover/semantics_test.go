@@ -143,25 +143,42 @@ func TestBatchOfReadsReplaysOnAnotherConnection(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	// Arguments make pgx prepare the statements on the first connection;
-	// the replay must prepare them again on the next one.
-	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h"))
-	b := &pgx.Batch{}
-	b.Queue("SELECT $1::int FROM pg_sleep(0.5) /* batch-replay-4e1d */", 7)
-	b.Queue("SELECT $1::text", "second")
-	var wg sync.WaitGroup
-	wg.Go(func() { terminateWhenRunning(t, ctx, c.Primary(), "batch-replay-4e1d") })
-	br := pool.SendBatch(ctx, b)
-	var n int
-	var s string
-	err1 := br.QueryRow().Scan(&n)
-	err2 := br.QueryRow().Scan(&s)
-	err3 := br.Close()
-	wg.Wait()
-	if err1 != nil || err2 != nil || err3 != nil || n != 7 || s != "second" {
-		t.Fatalf("replayed batch: %d %q; errors %v, %v, %v", n, s, err1, err2, err3)
-	}
-	if got := counters(t, ctx, reader); got["pgfailover.failover.survived"] != 1 {
-		t.Fatalf("counters %v: want the batch counted as survived once", got)
+	// the replay must prepare them again on the next one. Named arguments
+	// are rewritten by pgx as it sends the batch; the replay sends them
+	// as queued.
+	for _, tt := range []struct {
+		name  string
+		queue func(b *pgx.Batch)
+	}{
+		{"positional", func(b *pgx.Batch) {
+			b.Queue("SELECT $1::int FROM pg_sleep(0.5) /* batch-replay-4e1d */", 7)
+			b.Queue("SELECT $1::text", "second")
+		}},
+		{"named", func(b *pgx.Batch) {
+			b.Queue("SELECT @n::int FROM pg_sleep(0.5) /* batch-replay-4e1d */", pgx.NamedArgs{"n": 7})
+			b.Queue("SELECT @s::text", pgx.NamedArgs{"s": "second"})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h"))
+			b := &pgx.Batch{}
+			tt.queue(b)
+			var wg sync.WaitGroup
+			wg.Go(func() { terminateWhenRunning(t, ctx, c.Primary(), "batch-replay-4e1d") })
+			br := pool.SendBatch(ctx, b)
+			var n int
+			var s string
+			err1 := br.QueryRow().Scan(&n)
+			err2 := br.QueryRow().Scan(&s)
+			err3 := br.Close()
+			wg.Wait()
+			if err1 != nil || err2 != nil || err3 != nil || n != 7 || s != "second" {
+				t.Fatalf("replayed batch: %d %q; errors %v, %v, %v", n, s, err1, err2, err3)
+			}
+			if got := counters(t, ctx, reader); got["pgfailover.failover.survived"] != 1 {
+				t.Fatalf("counters %v: want the batch counted as survived once", got)
+			}
+		})
 	}
 }
 
