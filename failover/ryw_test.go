@@ -255,6 +255,38 @@ func TestReadYourWritesWhileReplayIsPaused(t *testing.T) {
 	t.Logf("reads: %v", readReasons(t, ctx, metrics))
 }
 
+// TestFirstReaderCallSeesEarlierWrites: until its Reader is asked for, a
+// Pool does not time its writes; the first call of Reader counts as a
+// write, so that a read through it right after a write made before it
+// still sees that write, here on the primary, the replica's replay being
+// paused.
+func TestFirstReaderCallSeesEarlierWrites(t *testing.T) {
+	skipUnderShort(t)
+	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	ctx := testContext(t)
+	pool := newPool(t, ctx, c.ConnString(""))
+	if _, err := pool.Exec(ctx, "CREATE TABLE own (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicasKnown(t, pool, 1)
+	if err := c.Replicas()[0].PauseReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO own VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	var got, port int
+	if err := pool.Reader().QueryRow(ctx, "SELECT coalesce(max(v), 0), current_setting('port')::int FROM own").Scan(&got, &port); err != nil {
+		t.Fatal(err)
+	}
+	if got != 1 || port != c.Primary().Port() {
+		t.Fatalf("the first read through the Reader saw %d on port %d: want the write, on the primary %d", got, port, c.Primary().Port())
+	}
+}
+
 // TestReadYourWritesAcrossPromotion: a switchover while the Pool writes
 // and reads its writes back: no read misses a write acknowledged before
 // it, and reads go to the replicas of the new primary afterwards.
