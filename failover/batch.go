@@ -68,7 +68,7 @@ func (br *batchResults) rebuilt() *pgx.Batch {
 
 type batchResults struct {
 	ctx    context.Context
-	batch  *pgx.Batch        // what the current attempt sent
+	batch  *pgx.Batch         // what the current attempt sent
 	queued []*pgx.QueuedQuery // the batch as queued, for another attempt (snapshot)
 	call   call
 
