@@ -96,7 +96,10 @@ func (p *Pool) takeReader() {
 func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 	// The pin after a write was turned into a position by pin, before the
 	// call began: nothing here asks for one.
-	read := replica.Read{Now: r.p.clock.Now(), After: c.after}
+	read := replica.Read{After: c.after}
+	if r.router.Policy.MaxLag > 0 {
+		read.Now = r.p.clock.Now() // for the staleness gate, the only reader of it here
+	}
 	cands := rs.cands
 	if c.passedOver() {
 		// Replicas this read failed on, or found behind its position, are

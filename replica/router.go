@@ -158,8 +158,12 @@ func (rt *Router) Route(r Read, cands []Candidate) (int, Reason) {
 		}
 		return Primary, Unavailable
 	}
-	// Pass two: the one whose turn it is among them.
-	turn := int(rt.turn.Add(1) % uint32(n))
+	// Pass two: the one whose turn it is among them. With one, the turn
+	// is not taken: no read writes the shared counter for nothing.
+	turn := 0
+	if n > 1 {
+		turn = int(rt.turn.Add(1) % uint32(n))
+	}
 	for i := range cands {
 		k := keys[i%len(keys)]
 		if i >= len(keys) {
