@@ -48,6 +48,9 @@ type Policy struct {
 
 // Read is what one read brings to the decision.
 type Read struct {
+	// Now is the time of the read. Only the staleness gate (MaxLag) and
+	// the pin after a write (LastWrite) read it: without them it may be
+	// left zero.
 	Now time.Time
 	// LastWrite is when a write through the same pool last completed; zero
 	// when none has.
