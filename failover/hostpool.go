@@ -235,9 +235,10 @@ func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 //
 // The role the server reports is looked at only where it can have left
 // the target: a session's role changes only when its server is promoted,
-// from standby to primary, so a connection opened in a role a target
-// that accepts the primary accepts stays in one. Those opened on a
-// standby for its promotion are looked at.
+// from standby to primary, so under a target that accepts the primary a
+// connection accepted when it was opened stays acceptable. Those opened
+// on a standby ahead of its promotion are looked at until they report
+// the primary.
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 	pc := conn.PgConn()
 	st := stateOf(pc)
