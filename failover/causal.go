@@ -116,10 +116,9 @@ func (p *Pool) recordsWrites(ctx context.Context) bool {
 // pin_after_write the Reader's reads must see it (Reader.pin), and a
 // causal token in ctx advances to the primary's position. That position,
 // read after the write, is also a sample the pinned reads can use.
+// Callers ask recordsWrites first (call.recording): it is called only for
+// a write that is recorded.
 func (p *Pool) wrote(ctx context.Context, h *hostPool) {
-	if !p.recordsWrites(ctx) {
-		return
-	}
 	if p.readerTaken.Load() {
 		p.noteWrite()
 	}

@@ -75,7 +75,7 @@ func (t *tx) Commit(ctx context.Context) error {
 	err := t.Tx.Commit(ctx)
 	switch {
 	case err == nil:
-		if t.writes {
+		if t.writes && t.p.recordsWrites(ctx) {
 			t.p.wrote(ctx, t.host)
 		}
 		return nil
