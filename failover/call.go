@@ -265,6 +265,7 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 	if c.picker.reads == nil && !c.connect {
 		c.p.waitingOnCalls.Add(1)
 		defer c.p.waitingOnCalls.Add(-1)
+		c.p.readyForPromotion()
 	}
 	defer func() { c.ev.waited += c.p.clock.Now().Sub(now) }()
 	select {

@@ -49,33 +49,62 @@ func (p *Pool) standbyUsable(h *hostPool) bool {
 }
 
 // keepStandbyReady opens, in the background, connections to host h for
-// its promotion, one for each call waiting now to run on a host's calls
-// pool, up to failover_ready_conns and pool_max_conns, when h is the
-// likeliest replica to be promoted (see likeliestPromotion) and fewer are
-// ready. The acquires hold every connection until all are open, so that
-// each opens one of its own.
+// its promotion, one for each call waiting to run on a host's calls pool,
+// up to failover_ready_conns and pool_max_conns, when h is the likeliest
+// replica to be promoted (see likeliestPromotion) and fewer are ready.
+// The acquires hold every connection until all are open, so that each
+// opens one of its own. The probe of h calls it, and so does each call
+// that starts to wait (readyForPromotion): calls fail one after the other
+// when a primary dies, and the probe of a standby spends most of a wait
+// inside a watch, so the count its last probe saw is soon short.
 func (p *Pool) keepStandbyReady(h *hostPool) {
-	want := min(int(p.waitingOnCalls.Load()), p.cfg.ReadyConns, int(h.pool.Stat().MaxConns()))
-	if want <= int(h.readied.Load()) || !p.likeliestPromotion(h) || !h.opening.CompareAndSwap(false, true) {
+	if p.readyWanted(h) <= int(h.readied.Load()) || !p.likeliestPromotion(h) || !h.opening.CompareAndSwap(false, true) {
 		return
 	}
-	p.bg.Go(func() {
-		defer h.opening.Store(false)
+	started := p.goUntilClose(func() {
 		ctx, cancel := context.WithTimeout(context.WithValue(p.life, standbyKey{}, true), p.probeTimeout())
 		defer cancel()
-		held := make([]*pgxpool.Conn, 0, want)
-		for range want {
-			conn, err := h.pool.Acquire(ctx)
-			if err != nil {
-				break
+		var held []*pgxpool.Conn
+		var err error
+		for err == nil && len(held) < p.readyWanted(h) {
+			var conn *pgxpool.Conn
+			if conn, err = h.pool.Acquire(ctx); err == nil {
+				held = append(held, conn)
 			}
-			held = append(held, conn)
 		}
 		h.readied.Store(int32(len(held)))
 		for _, conn := range held {
 			conn.Release()
 		}
+		h.opening.Store(false)
+		// A call that started to wait after the last count found the
+		// opening under way and left it to this one. After a failed
+		// acquire, the next probe tries again.
+		if err == nil {
+			p.keepStandbyReady(h)
+		}
 	})
+	if !started {
+		h.opening.Store(false)
+	}
+}
+
+// readyWanted is how many connections keepStandbyReady keeps open on h:
+// one per call waiting on a calls pool, up to failover_ready_conns and
+// pool_max_conns.
+func (p *Pool) readyWanted(h *hostPool) int {
+	return min(int(p.waitingOnCalls.Load()), p.cfg.ReadyConns, int(h.pool.Stat().MaxConns()))
+}
+
+// readyForPromotion has the likeliest replica to be promoted keep a
+// connection open for each waiting call (keepStandbyReady). A call calls
+// it when it starts to wait.
+func (p *Pool) readyForPromotion() {
+	for _, h := range p.routes.Load().table.list {
+		if p.promotable(h) {
+			p.keepStandbyReady(h)
+		}
+	}
 }
 
 // dropUnusedStandby ends what keepStandbyReady began once no call waits:

@@ -166,6 +166,39 @@ func TestPromotionFindsAConnectionReady(t *testing.T) {
 	}
 }
 
+// TestEachWaitingWriteFindsAConnectionReady: writes that start to wait
+// one after another, while the replica's probe is inside a watch, each get
+// a connection opened on the replica ahead of its promotion, and all go
+// through on those once it is promoted, without another login.
+func TestEachWaitingWriteFindsAConnectionReady(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	o := newOrphaned(t, ctx, "")
+	done := []<-chan error{o.killAndWait(t, ctx, o.insert(ctx))}
+	for n := 1; n <= 3; n++ {
+		waitUntil(t, time.Minute, "a connection to the replica ready for each waiting write", func() bool {
+			p := hostStat(t, o.pool, o.next.Addr()).Pool
+			return p.TotalConns() == int32(n) && p.IdleConns() == int32(n)
+		})
+		if n < 3 {
+			next := make(chan error, 1)
+			go func() { next <- o.insert(ctx)() }()
+			done = append(done, next)
+		}
+	}
+	if err := o.c.Promote(ctx, o.next); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range done {
+		if err := <-d; err != nil {
+			t.Fatalf("write %d after the promotion: %v", i, err)
+		}
+	}
+	if got := hostStat(t, o.pool, o.next.Addr()).Pool.NewConnsCount(); got != 3 {
+		t.Errorf("%d connections opened to the new primary for three writes, want the three opened ahead of the promotion", got)
+	}
+}
+
 // TestReadyConnectionClosedWhenNoPromotionCame: the connection opened on
 // the replica for a promotion is closed once the old primary is back and
 // no call waits: the replica's calls pool, which only a primary may use,
