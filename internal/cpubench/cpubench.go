@@ -1,6 +1,7 @@
 package cpubench
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,9 +24,12 @@ const Round = 50
 // Compare runs a sub-benchmark for each side, sides[0]'s first. Each
 // reports its own side's cpu-ns/op (user+sys of this process: the server
 // runs in others), user-ns/op and sys-ns/op beside the usual metrics
-// (ns/op, B/op and allocs/op are its own side's alone), and cpu-ratio:
-// the CPU time of sides[1] over that of sides[0] in its interleaved
-// rounds.
+// (ns/op, B/op and allocs/op are its own side's alone), and two ratios
+// of the CPU time of sides[1] over that of sides[0] in its interleaved
+// rounds: cpu-ratio, the median of the rounds' ratios, which a round hit
+// by something else on the machine (a neighbour's burst, a collection of
+// the whole heap) does not move, and cpu-ratio-pooled, the ratio of the
+// sums over all rounds, which such a round can.
 //
 // cpu-ratio does not depend on which side goes first: each sub-benchmark
 // runs a round of the other side after each of its own, so the two CPU
@@ -60,6 +64,7 @@ func measure(sides [2]Side, me, goroutines int) func(*testing.B) {
 		b.ReportAllocs()
 		var user, sys time.Duration
 		var cpu [2]time.Duration
+		var ratios []float64 // sides[1]'s CPU over sides[0]'s, per round
 		b.ResetTimer()
 		for done := 0; done < b.N; {
 			n := min(round, b.N-done)
@@ -70,18 +75,38 @@ func measure(sides [2]Side, me, goroutines int) func(*testing.B) {
 			u1, s1 := cpuTime(b)
 			user += u1 - u0
 			sys += s1 - s0
-			cpu[me] += u1 - u0 + s1 - s0
+			var round [2]time.Duration
+			round[me] = u1 - u0 + s1 - s0
 			done += n
 			b.StopTimer()
-			cpu[other] += run(b, sides[other].Op, n, goroutines)
+			round[other] = run(b, sides[other].Op, n, goroutines)
+			cpu[0] += round[0]
+			cpu[1] += round[1]
+			if round[0] > 0 && round[1] > 0 {
+				ratios = append(ratios, float64(round[1])/float64(round[0]))
+			}
 			b.StartTimer()
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(user+sys)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(user)/float64(b.N), "user-ns/op")
 		b.ReportMetric(float64(sys)/float64(b.N), "sys-ns/op")
-		b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio")
+		b.ReportMetric(median(ratios), "cpu-ratio")
+		b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-ratio-pooled")
 	}
+}
+
+// median returns the median of xs (which it sorts), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[m]
+	}
+	return (xs[m-1] + xs[m]) / 2
 }
 
 // run runs op n times on goroutines goroutines and returns the CPU time

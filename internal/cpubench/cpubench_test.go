@@ -54,7 +54,7 @@ func TestMeasure(t *testing.T) {
 		if r.N == 0 || calls[0] != calls[1] {
 			t.Fatalf("me=%d: N=%d, calls %v: want both sides run as often", me, r.N, calls)
 		}
-		for _, unit := range []string{"cpu-ns/op", "user-ns/op", "sys-ns/op", "cpu-ratio"} {
+		for _, unit := range []string{"cpu-ns/op", "user-ns/op", "sys-ns/op", "cpu-ratio", "cpu-ratio-pooled"} {
 			if _, ok := r.Extra[unit]; !ok {
 				t.Fatalf("me=%d: no %s in %v", me, unit, r.Extra)
 			}
@@ -62,8 +62,10 @@ func TestMeasure(t *testing.T) {
 		// The heavy side does four times the light side's work; the
 		// ratio is only checked to be well above 1, as other goroutines
 		// of this process count too.
-		if ratio := r.Extra["cpu-ratio"]; ratio < 1.5 {
-			t.Errorf("me=%d: cpu-ratio %.2f, want the heavy side to cost more", me, ratio)
+		for _, unit := range []string{"cpu-ratio", "cpu-ratio-pooled"} {
+			if ratio := r.Extra[unit]; ratio < 1.5 {
+				t.Errorf("me=%d: %s %.2f, want the heavy side to cost more", me, unit, ratio)
+			}
 		}
 		if r.Extra["cpu-ns/op"] <= 0 {
 			t.Errorf("me=%d: cpu-ns/op %v", me, r.Extra["cpu-ns/op"])
@@ -99,5 +101,23 @@ func TestCompareParallel(t *testing.T) {
 	sides[1].Op = func() error { return errors.New("boom") }
 	if r := testing.Benchmark(measure(sides, 0, 8)); r.N != 0 {
 		t.Errorf("a side failing on 8 goroutines: the benchmark ran %d times, want it failed", r.N)
+	}
+}
+
+// TestMedian: the middle value, the mean of the middle two, 0 for none.
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{1, 1, 9, 1000}, 5},
+	} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
 	}
 }

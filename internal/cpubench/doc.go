@@ -5,8 +5,9 @@
 // cannot resolve a few percent; CPU time can, but it drifts with the load
 // other processes put on the machine. So [Compare] runs each side in
 // rounds and, between rounds, a round of the other side, and reports the
-// ratio of their CPU times over those same interleaved rounds, which the
-// drift mostly cancels out of:
+// ratio of their CPU times in each pair of interleaved rounds, which the
+// drift mostly cancels out of, as the median over the pairs (cpu-ratio)
+// and over all of them at once (cpu-ratio-pooled):
 //
 //	func BenchmarkQueryRowCPU(b *testing.B) {
 //		// ... connect ...
