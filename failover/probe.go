@@ -468,7 +468,7 @@ func (p *Pool) startProbe(h *hostPool) {
 			st.began = p.clock.Now()
 			w = p.waitState()
 			plan := sched.watch(st, w, p.claimedPrimary(h.addr), p.watchable(h), st.began)
-			if w.waiting && p.promotable(h) {
+			if w.waiting {
 				p.keepStandbyReady(h)
 			}
 			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, plan)

@@ -50,15 +50,17 @@ func (p *Pool) standbyUsable(h *hostPool) bool {
 
 // keepStandbyReady opens, in the background, connections to host h for
 // its promotion, one for each call waiting to run on a host's calls pool,
-// up to failover_ready_conns and pool_max_conns, when h is the likeliest
-// replica to be promoted (see likeliestPromotion) and fewer are ready.
+// up to failover_ready_conns and pool_max_conns, when h is a replica
+// whose promotion the Pool waits for (promotable), the likeliest to be
+// promoted (likeliestPromotion), and fewer are ready. It stops opening
+// once h is no longer a replica.
 // The acquires hold every connection until all are open, so that each
 // opens one of its own. The probe of h calls it, and so does each call
 // that starts to wait (readyForPromotion): calls fail one after the other
 // when a primary dies, and the probe of a standby spends most of a wait
 // inside a watch, so the count its last probe saw is soon short.
 func (p *Pool) keepStandbyReady(h *hostPool) {
-	if p.readyWanted(h) <= int(h.readied.Load()) || !p.likeliestPromotion(h) || !h.opening.CompareAndSwap(false, true) {
+	if !p.promotable(h) || p.readyWanted(h) <= int(h.readied.Load()) || !p.likeliestPromotion(h) || !h.opening.CompareAndSwap(false, true) {
 		return
 	}
 	started := p.goUntilClose(func() {
@@ -66,7 +68,7 @@ func (p *Pool) keepStandbyReady(h *hostPool) {
 		defer cancel()
 		var held []*pgxpool.Conn
 		var err error
-		for err == nil && len(held) < p.readyWanted(h) {
+		for err == nil && len(held) < p.readyWanted(h) && p.promotable(h) {
 			var conn *pgxpool.Conn
 			if conn, err = h.pool.Acquire(ctx); err == nil {
 				held = append(held, conn)
@@ -101,9 +103,7 @@ func (p *Pool) readyWanted(h *hostPool) int {
 // it when it starts to wait.
 func (p *Pool) readyForPromotion() {
 	for _, h := range p.routes.Load().table.list {
-		if p.promotable(h) {
-			p.keepStandbyReady(h)
-		}
+		p.keepStandbyReady(h)
 	}
 }
 
