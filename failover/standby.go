@@ -53,14 +53,13 @@ func (p *Pool) standbyUsable(h *hostPool) bool {
 // up to failover_ready_conns and pool_max_conns, when h is a replica
 // whose promotion the Pool waits for (promotable), the likeliest to be
 // promoted (likeliestPromotion), and fewer are ready. It stops opening
-// once h is no longer a replica.
-// The acquires hold every connection until all are open, so that each
-// opens one of its own. The probe of h calls it, and so does each call
+// once h is no longer a replica. The acquires hold every connection until
+// all are open, so that each opens one of its own. The probe of h calls it, and so does each call
 // that starts to wait (readyForPromotion): calls fail one after the other
 // when a primary dies, and the probe of a standby spends most of a wait
 // inside a watch, so the count its last probe saw is soon short.
 func (p *Pool) keepStandbyReady(h *hostPool) {
-	if !p.promotable(h) || p.readyWanted(h) <= int(h.readied.Load()) || !p.likeliestPromotion(h) || !h.opening.CompareAndSwap(false, true) {
+	if !p.promotable(h) || p.readyWanted(h) <= int(h.readied.Load()) || p.likeliestPromotion() != h || !h.opening.CompareAndSwap(false, true) {
 		return
 	}
 	started := p.goUntilClose(func() {
@@ -102,7 +101,7 @@ func (p *Pool) readyWanted(h *hostPool) int {
 // connection open for each waiting call (keepStandbyReady). A call calls
 // it when it starts to wait.
 func (p *Pool) readyForPromotion() {
-	for _, h := range p.routes.Load().table.list {
+	if h := p.likeliestPromotion(); h != nil {
 		p.keepStandbyReady(h)
 	}
 }
@@ -125,12 +124,12 @@ func (p *Pool) dropUnusedStandby(h *hostPool) {
 	}
 }
 
-// likeliestPromotion reports whether host h is the replica a promotion is
-// likeliest to pick: the one a topology source names the primary, else
-// the one that has replayed the most WAL (the first in the table on a
-// tie). Only replicas count that the Pool's target would take once
-// promoted.
-func (p *Pool) likeliestPromotion(h *hostPool) bool {
+// likeliestPromotion returns the replica a promotion is likeliest to
+// pick: the one a topology source names the primary, else the one that
+// has replayed the most WAL (the first in the table on a tie); nil when
+// there is none. Only replicas count that the Pool's target would take
+// once promoted.
+func (p *Pool) likeliestPromotion() *hostPool {
 	rs := p.routes.Load()
 	var best *hostPool
 	var bestClaimed bool
@@ -145,5 +144,5 @@ func (p *Pool) likeliestPromotion(h *hostPool) bool {
 			best, bestClaimed, bestWAL = hr.pool, claimed, wal
 		}
 	}
-	return best == h
+	return best
 }
