@@ -38,6 +38,12 @@ type conn struct {
 	// connections so that its Close need not wait for them; nil for
 	// OpenDB's.
 	owner *dsnConnector
+	// rows is what QueryContext returns, set again by each query that
+	// succeeds, so that a query allocates no wrapper of its own. A query
+	// succeeds only once pgx has closed the last one's result (pgx answers
+	// "conn busy" before that), and database/sql closes its Rows when pgx's
+	// are done and touches a closed one no more.
+	rows rows
 }
 
 // pgxConn is pgx's stdlib connection, under a name of its own for the
@@ -113,7 +119,8 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if err != nil {
 		return nil, c.meaning(ctx, query, at, err)
 	}
-	return &rows{Rows: r.(*pgxstdlib.Rows), c: c, ctx: ctx, query: query, at: at}, nil
+	c.rows = rows{Rows: r.(*pgxstdlib.Rows), c: c, ctx: ctx, query: query, at: at}
+	return &c.rows, nil
 }
 
 // PrepareContext returns a statement whose Exec and Query go through c,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -195,5 +196,61 @@ func TestRawReachesThePgxConn(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRowsStayTheirOwnOnOneConnection: queries one after the other on
+// one connection, the first one's Rows left before its end and closed,
+// each read their own result, and a closed Rows reads nothing more.
+func TestRowsStayTheirOwnOnOneConnection(t *testing.T) {
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	db, err := sql.Open(stdlib.DriverName, c.ConnString(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	query := func(q string, n int) (*sql.Rows, []int) {
+		t.Helper()
+		rows, err := conn.QueryContext(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for len(got) < n && rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, v)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return rows, got
+	}
+	first, got := query("SELECT generate_series(1, 3)", 2)
+	if !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("the first rows read %v, want [1 2]", got)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second, got := query("SELECT generate_series(7, 8)", 3)
+	defer second.Close()
+	if !slices.Equal(got, []int{7, 8}) {
+		t.Errorf("the next rows read %v, want [7 8]", got)
+	}
+	if first.Next() {
+		t.Error("the first rows, closed, read on")
+	}
+	if _, err := first.Columns(); err == nil {
+		t.Error("the first rows, closed, still have columns")
 	}
 }
