@@ -204,12 +204,7 @@ func TestRawReachesThePgxConn(t *testing.T) {
 // each read their own result, and a closed Rows reads nothing more.
 func TestRowsStayTheirOwnOnOneConnection(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
-	db, err := sql.Open(stdlib.DriverName, c.ConnString(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, ctx, pgtest.Start(t, pgtest.Options{}).ConnString(""))
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
