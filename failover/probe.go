@@ -469,7 +469,7 @@ func (p *Pool) startProbe(h *hostPool) {
 			w = p.waitState()
 			plan := sched.watch(st, w, p.claimedPrimary(h.addr), p.watchable(h), st.began)
 			if w.waiting {
-				p.keepStandbyReady(h)
+				p.readyForPromotion()
 			}
 			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, plan)
 			st = sched.observe(st, outcomeOf(r.err), p.clock.Now())
@@ -483,12 +483,19 @@ func (p *Pool) startProbe(h *hostPool) {
 // whose promotion would make it usable for the Pool's target (primary,
 // read-write).
 func (p *Pool) promotable(h *hostPool) bool {
-	t := p.cfg.Target
-	if !t.Accepts(hosthealth.RolePrimary) || t.Accepts(hosthealth.RoleReplica) {
+	if !p.awaitsPromotion() {
 		return false
 	}
 	s, ok := p.status(h.addr)
 	return ok && s.Role == hosthealth.RoleReplica
+}
+
+// awaitsPromotion reports whether the Pool's target takes a primary and
+// not a replica (primary, read-write): the targets for which a replica
+// becomes usable by being promoted.
+func (p *Pool) awaitsPromotion() bool {
+	t := p.cfg.Target
+	return t.Accepts(hosthealth.RolePrimary) && !t.Accepts(hosthealth.RoleReplica)
 }
 
 // watchable reports whether host h is promotable and its probe connection

@@ -48,18 +48,14 @@ func (p *Pool) standbyUsable(h *hostPool) bool {
 	return h.opening.Load() || p.canTake(h, p.cfg.Target)
 }
 
-// keepStandbyReady opens, in the background, connections to host h for
-// its promotion, one for each call waiting to run on a host's calls pool,
-// up to failover_ready_conns and pool_max_conns, when h is a replica
-// whose promotion the Pool waits for (promotable), the likeliest to be
-// promoted (likeliestPromotion), and fewer are ready. It stops opening
-// once h is no longer a replica. The acquires hold every connection until
-// all are open, so that each opens one of its own. The probe of h calls it, and so does each call
-// that starts to wait (readyForPromotion): calls fail one after the other
-// when a primary dies, and the probe of a standby spends most of a wait
-// inside a watch, so the count its last probe saw is soon short.
+// keepStandbyReady opens, in the background, connections to host h, the
+// likeliest replica to be promoted (readyForPromotion), for its
+// promotion: one for each call waiting to run on a host's calls pool, up
+// to failover_ready_conns and pool_max_conns, when fewer are ready. It
+// stops opening once h is no longer a replica. The acquires hold every
+// connection until all are open, so that each opens one of its own.
 func (p *Pool) keepStandbyReady(h *hostPool) {
-	if !p.promotable(h) || p.readyWanted(h) <= int(h.readied.Load()) || p.likeliestPromotion() != h || !h.opening.CompareAndSwap(false, true) {
+	if p.readyWanted(h) <= int(h.readied.Load()) || !h.opening.CompareAndSwap(false, true) {
 		return
 	}
 	started := p.goUntilClose(func() {
@@ -82,7 +78,7 @@ func (p *Pool) keepStandbyReady(h *hostPool) {
 		// opening under way and left it to this one. After a failed
 		// acquire, the next probe tries again.
 		if err == nil {
-			p.keepStandbyReady(h)
+			p.readyForPromotion()
 		}
 	})
 	if !started {
@@ -98,8 +94,11 @@ func (p *Pool) readyWanted(h *hostPool) int {
 }
 
 // readyForPromotion has the likeliest replica to be promoted keep a
-// connection open for each waiting call (keepStandbyReady). A call calls
-// it when it starts to wait.
+// connection open for each waiting call (keepStandbyReady). Each call
+// calls it when it starts to wait, and every probe while calls wait:
+// calls fail one after the other when a primary dies, and the probe of a
+// standby spends most of a wait inside a watch, so the count its last
+// probe saw is soon short.
 func (p *Pool) readyForPromotion() {
 	if h := p.likeliestPromotion(); h != nil {
 		p.keepStandbyReady(h)
@@ -127,9 +126,12 @@ func (p *Pool) dropUnusedStandby(h *hostPool) {
 // likeliestPromotion returns the replica a promotion is likeliest to
 // pick: the one a topology source names the primary, else the one that
 // has replayed the most WAL (the first in the table on a tie); nil when
-// there is none. Only replicas count that the Pool's target would take
-// once promoted.
+// there is none, or when a promotion would not make a replica usable for
+// the Pool's target (awaitsPromotion).
 func (p *Pool) likeliestPromotion() *hostPool {
+	if !p.awaitsPromotion() {
+		return nil
+	}
 	rs := p.routes.Load()
 	var best *hostPool
 	var bestClaimed bool
