@@ -199,10 +199,11 @@ func TestRawReachesThePgxConn(t *testing.T) {
 	}
 }
 
-// TestRowsStayTheirOwnOnOneConnection: queries one after the other on
-// one connection, the first one's Rows left before its end and closed,
-// each read their own result, and a closed Rows reads nothing more.
-func TestRowsStayTheirOwnOnOneConnection(t *testing.T) {
+// TestRowsStayTheirOwn: queries one after the other on one connection,
+// the first one's Rows left before its end and closed, each read their
+// own result, and a closed Rows reads nothing more; two connections'
+// Rows open at once, read in turns, each read their own.
+func TestRowsStayTheirOwn(t *testing.T) {
 	ctx := testContext(t)
 	db := openDB(t, ctx, pgtest.Start(t, pgtest.Options{}).ConnString(""))
 	conn, err := db.Conn(ctx)
@@ -247,5 +248,35 @@ func TestRowsStayTheirOwnOnOneConnection(t *testing.T) {
 	}
 	if _, err := first.Columns(); err == nil {
 		t.Error("the first rows, closed, still have columns")
+	}
+
+	other, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	a, err := conn.QueryContext(ctx, "SELECT generate_series(1, 3)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := other.QueryContext(ctx, "SELECT generate_series(11, 13)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var fromA, fromB []int
+	for a.Next() && b.Next() {
+		var x, y int
+		if err := a.Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Scan(&y); err != nil {
+			t.Fatal(err)
+		}
+		fromA, fromB = append(fromA, x), append(fromB, y)
+	}
+	if !slices.Equal(fromA, []int{1, 2, 3}) || !slices.Equal(fromB, []int{11, 12, 13}) {
+		t.Errorf("read in turns, the two rows gave %v and %v, want [1 2 3] and [11 12 13]", fromA, fromB)
 	}
 }
