@@ -39,6 +39,10 @@ type call struct {
 	ctx    context.Context
 	picker picker    // which hosts the call may use, best first
 	host   *hostPool // host of the current attempt, nil before the first
+	// sql is the statement of a QueryRow, Query or Exec, which a
+	// connection opened ahead of a promotion prepares while the call
+	// waits (standby.go); empty for any other call.
+	sql string
 
 	settledOnce bool // the call's outcome has been decided and counted
 	episode     bool // a failover episode is under way: the call met a failure or waited
@@ -265,6 +269,7 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 	if c.picker.reads == nil && !c.connect {
 		c.p.waitingOnCalls.Add(1)
 		defer c.p.waitingOnCalls.Add(-1)
+		c.p.waitingSQL.add(c.sql)
 		c.p.readyForPromotion()
 	}
 	defer func() { c.ev.waited += c.p.clock.Now().Sub(now) }()

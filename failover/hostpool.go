@@ -22,11 +22,13 @@ const connKey = "pgfailover.conn"
 // connState is what the Pool keeps of one connection: its socket peeker
 // (nil when the socket cannot be peeked) and the slab its calls' row and
 // rows values come from. standby marks a connection opened on a standby
-// ahead of its promotion (see standby.go).
+// ahead of its promotion, and prepared the version of the waiting
+// statements it prepared then (see standby.go).
 type connState struct {
-	peek    *netconn.Peeker
-	slab    rowSlab
-	standby bool
+	peek     *netconn.Peeker
+	slab     rowSlab
+	standby  bool
+	prepared uint64
 }
 
 // stateOf returns what the Pool keeps of pc, made on first use (a
@@ -63,9 +65,11 @@ type hostPool struct {
 	server    serverAttrs        // the host's attributes on metric points
 	// opening says that connections to the host, a standby, are being
 	// opened ahead of its promotion; readied is how many were opened for
-	// the calls waiting now (standby.go).
-	opening atomic.Bool
-	readied atomic.Int32
+	// the calls waiting now, and prepared the version of the waiting
+	// statements they prepared (standby.go).
+	opening  atomic.Bool
+	readied  atomic.Int32
+	prepared atomic.Uint64
 }
 
 // newHostPool builds the pgxpools of host h. No connection is made here

@@ -69,6 +69,7 @@ type Pool struct {
 	// ahead of a promotion are theirs (standby.go).
 	waiting        atomic.Int32
 	waitingOnCalls atomic.Int32
+	waitingSQL     waitingStatements // the statements of those calls
 	// waitSince is the clock reading (Unix nanoseconds) when waiting last
 	// rose from zero.
 	waitSince atomic.Int64
@@ -338,6 +339,7 @@ func (p *Pool) Ping(ctx context.Context) error {
 func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	var c call
 	p.startCall(&c, ctx)
+	c.sql = sql
 	var tag pgconn.CommandTag
 	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
 		var err error

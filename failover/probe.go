@@ -575,5 +575,10 @@ func (p *Pool) waitStarted() {
 	}
 }
 
-// waitEnded undoes waitStarted.
-func (p *Pool) waitEnded() { p.waiting.Add(-1) }
+// waitEnded undoes waitStarted. The last call to stop waiting empties
+// the list of waiting statements.
+func (p *Pool) waitEnded() {
+	if p.waiting.Add(-1) == 0 {
+		p.waitingSQL.reset()
+	}
+}

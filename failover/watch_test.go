@@ -2,6 +2,7 @@ package failover_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -197,6 +198,61 @@ func TestEachWaitingWriteFindsAConnectionReady(t *testing.T) {
 	if got := hostStat(t, o.pool, o.next.Addr()).Pool.NewConnsCount(); got != 3 {
 		t.Errorf("%d connections opened to the new primary for three writes, want the three opened ahead of the promotion", got)
 	}
+}
+
+// TestReadyConnectionsPrepareTheWaitingStatements: while writes wait for
+// a primary, the connection opened on the replica ahead of its promotion
+// prepares their statements, also that of a write which began to wait
+// once the connection was open (failover_ready_conns=1: no other is
+// opened for it); once the replica is promoted, each write goes through
+// once.
+func TestReadyConnectionsPrepareTheWaitingStatements(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	o := newOrphaned(t, ctx, "failover_ready_conns=1")
+	write := func(sql string) func() error {
+		return func() error {
+			_, err := o.pool.Exec(ctx, sql)
+			return err
+		}
+	}
+	const first, second = "INSERT INTO writes VALUES (1)", "INSERT INTO writes VALUES (2)"
+	done := []<-chan error{o.killAndWait(t, ctx, write(first))}
+	o.waitPrepared(t, ctx, first, 1)
+	next := make(chan error, 1)
+	go func() { next <- write(second)() }()
+	done = append(done, next)
+	o.waitPrepared(t, ctx, second, 1)
+
+	if err := o.c.Promote(ctx, o.next); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range done {
+		if err := <-d; err != nil {
+			t.Fatalf("write %d after the promotion: %v", i+1, err)
+		}
+	}
+	var n, sum int
+	if err := o.pool.QueryRow(ctx, "SELECT count(*), coalesce(sum(id), 0) FROM writes").Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || sum != 3 {
+		t.Errorf("the table holds %d rows summing to %d, want the two writes once each", n, sum)
+	}
+}
+
+// waitPrepared waits until n sessions on the replica, other than the
+// admin's, last ran sql.
+func (o *orphaned) waitPrepared(t *testing.T, ctx context.Context, sql string, n int) {
+	t.Helper()
+	waitUntil(t, time.Minute, fmt.Sprintf("%d sessions on the replica that prepared %q", n, sql), func() bool {
+		var got int
+		err := o.admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND pid <> pg_backend_pid()", sql).Scan(&got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got == n
+	})
 }
 
 // TestReadyConnectionClosedWhenNoPromotionCame: the connection opened on
