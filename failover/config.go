@@ -114,8 +114,9 @@ type Config struct {
 	// a primary, on the replica likeliest to be promoted, ahead of its
 	// promotion: at most one per waiting call, and never more than
 	// MaxConns. They are the logins the waiting calls would make on the
-	// new primary just after the promotion; 0 leaves those to then, for a
-	// fleet whose replicas have no connection slots to spare.
+	// new primary just after the promotion, and each parses the waiting
+	// calls' statements there (the first 16); 0 leaves both to then, for
+	// a fleet whose replicas have no connection slots to spare.
 	ReadyConns          int
 	MaxDuration         time.Duration // failover_max_duration, default 30s, > 0
 	BackoffInitial      time.Duration // failover_backoff_initial, default 50ms, > 0

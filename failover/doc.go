@@ -54,8 +54,9 @@
 // as the wait grows, up to health_probe_wait_max (50ms) apart, a replica
 // that a promotion would make usable is watched on the server, which
 // answers as soon as it is promoted, and the likeliest one gets the waiting
-// calls' connections opened ahead of its promotion, so a promotion is
-// found, and written to, within tens of milliseconds; a host that cannot
+// calls' connections opened ahead of its promotion, with the waiting
+// statements parsed there, so a promotion is found, and written to,
+// within tens of milliseconds; a host that cannot
 // be reached is probed on a backoff of its own. One deadline,
 // failover_max_duration from the call's first failover event, bounds the
 // waiting and the attempts, with the caller's context.
