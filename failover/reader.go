@@ -236,7 +236,7 @@ func (r *Reader) startPinnedCall(c *call, ctx context.Context) {
 func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	var c call
 	r.startPinnedCall(&c, ctx)
-	return startRows(&c, ctx, sql, args)
+	return startRows(&c, sql, args)
 }
 
 // QueryRow runs a read expected to return at most one row, as
@@ -244,7 +244,7 @@ func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	var c call
 	r.startPinnedCall(&c, ctx)
-	return sendRow(&c, ctx, sql, args)
+	return sendRow(&c, sql, args)
 }
 
 // SendBatch sends a batch of reads, as Pool.SendBatch does, on a replica

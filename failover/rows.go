@@ -17,13 +17,13 @@ import (
 func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	var c call
 	p.startCall(&c, ctx)
-	return sendRow(&c, ctx, sql, args)
+	return sendRow(&c, sql, args)
 }
 
 // sendRow acquires a connection for c and sends the query there. The row
 // that follows the call from then on comes from that connection's slab
 // (see rowSlab); c, which lives on the caller's stack, is copied into it.
-func sendRow(c *call, ctx context.Context, sql string, args []any) *row {
+func sendRow(c *call, sql string, args []any) *row {
 	c.sql = sql
 	conn, err := c.acquire()
 	var r *row
@@ -33,7 +33,7 @@ func sendRow(c *call, ctx context.Context, sql string, args []any) *row {
 		r = new(row)
 	}
 	r.call = *c
-	r.ctx, r.args = ctx, args
+	r.args = args
 	if err != nil {
 		r.err = err
 		return r
@@ -43,9 +43,8 @@ func sendRow(c *call, ctx context.Context, sql string, args []any) *row {
 }
 
 type row struct {
-	ctx  context.Context
 	args []any
-	call call // its sql is the query's
+	call call // its ctx and sql are the query's
 
 	conn    *pgxpool.Conn // held from send until Scan
 	inner   pgx.Rows
@@ -67,7 +66,7 @@ func (r *row) send() {
 func (r *row) sendOn(conn *pgxpool.Conn) {
 	var err error
 	r.conn = conn
-	if r.inner, err = conn.Query(r.ctx, r.call.sql, r.args...); err != nil {
+	if r.inner, err = conn.Query(r.call.ctx, r.call.sql, r.args...); err != nil {
 		r.inner = errRows{err: err}
 	}
 }
@@ -94,27 +93,27 @@ func (r *row) Scan(dest ...any) error {
 			scanErr = r.scanOrRelease(dest)
 		}
 		r.inner.Close()
-		err := explainRefusal(r.ctx, r.conn, r.inner.Err())
+		err := explainRefusal(r.call.ctx, r.conn, r.inner.Err())
 		r.conn.Release()
 		r.conn = nil
 		switch {
 		case err == nil && !got:
 			err = pgx.ErrNoRows
-			r.err = r.call.done(nil, queryWrote(&r.call, r.ctx, r.call.sql))
+			r.err = r.call.done(nil, queryWrote(&r.call, r.call.ctx, r.call.sql))
 		case err == nil:
 			err = scanErr
-			r.err = r.call.done(nil, queryWrote(&r.call, r.ctx, r.call.sql))
+			r.err = r.call.done(nil, queryWrote(&r.call, r.call.ctx, r.call.sql))
 		case got && scanErr == nil:
 			// The row reached dest and then the connection failed. A
 			// replay-safe read runs again: its one row is scanned into
 			// dest again, whole, so nothing of the two executions mixes.
-			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.ctx, r.call.sql))
+			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql))
 		case got:
 			// The row could not be scanned; what failed after it is not
 			// replayed.
-			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.ctx, r.call.sql)&mayWrite)
+			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql)&mayWrite)
 		default:
-			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.ctx, r.call.sql))
+			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql))
 		}
 		if r.err == errRetry {
 			r.err = nil
@@ -160,22 +159,22 @@ var errScanPanicked = errors.New("pgfailover: an earlier Scan of this row panick
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	var c call
 	p.startCall(&c, ctx)
-	return startRows(&c, ctx, sql, args)
+	return startRows(&c, sql, args)
 }
 
 // startRows sends the query through c to the first host that accepts it.
 // The rows that follow the call from then on come from the slab of the
 // connection they were sent on (see rowSlab); c, which lives on the
 // caller's stack, is copied into them.
-func startRows(c *call, ctx context.Context, sql string, args []any) (pgx.Rows, error) {
+func startRows(c *call, sql string, args []any) (pgx.Rows, error) {
 	c.sql = sql
 	var conn *pgxpool.Conn
 	var inner pgx.Rows
 	err := c.attempt(func(cn *pgxpool.Conn) (policy, error) {
 		var err error
-		conn, inner, err = queryOn(cn, ctx, sql, args)
+		conn, inner, err = queryOn(cn, c.ctx, sql, args)
 		if err != nil {
-			return c.p.classes.queryPolicy(ctx, sql), err
+			return c.p.classes.queryPolicy(c.ctx, sql), err
 		}
 		return 0, errKeep // the policy of a success that goes on is not looked at
 	})
@@ -184,7 +183,7 @@ func startRows(c *call, ctx context.Context, sql string, args []any) (pgx.Rows, 
 	}
 	r := slabOf(conn).rows() // zero: never handed out before
 	r.call = *c
-	r.ctx, r.args = ctx, args
+	r.args = args
 	r.conn, r.inner = conn, inner
 	return r, nil
 }
@@ -203,9 +202,8 @@ func queryOn(conn *pgxpool.Conn, ctx context.Context, sql string, args []any) (*
 
 // rows follows one query across hosts until its first row is delivered.
 type rows struct {
-	ctx  context.Context
 	args []any
-	call call // its sql is the query's
+	call call // its ctx and sql are the query's
 
 	conn         *pgxpool.Conn // nil once released
 	inner        pgx.Rows
@@ -217,9 +215,9 @@ type rows struct {
 // last execution failed before its first row reached the caller.
 func (r *rows) start() error {
 	return r.call.attempt(func(conn *pgxpool.Conn) (policy, error) {
-		conn, inner, err := queryOn(conn, r.ctx, r.call.sql, r.args)
+		conn, inner, err := queryOn(conn, r.call.ctx, r.call.sql, r.args)
 		if err != nil {
-			return r.call.p.classes.queryPolicy(r.ctx, r.call.sql), err
+			return r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql), err
 		}
 		r.conn, r.inner = conn, inner
 		return 0, errKeep // the policy of a success that goes on is not looked at
@@ -235,7 +233,7 @@ func (r *rows) Next() bool {
 		err := r.inner.Err()
 		if err != nil {
 			r.inner.Close()
-			err = explainRefusal(r.ctx, r.conn, err)
+			err = explainRefusal(r.call.ctx, r.conn, err)
 		}
 		r.release()
 		err = r.call.done(err, r.policy(err))
@@ -264,9 +262,9 @@ func queryWrote(c *call, ctx context.Context, sql string) policy {
 // success it says whether the query may have written (queryWrote).
 func (r *rows) policy(err error) policy {
 	if err == nil {
-		return queryWrote(&r.call, r.ctx, r.call.sql)
+		return queryWrote(&r.call, r.call.ctx, r.call.sql)
 	}
-	p := r.call.p.classes.queryPolicy(r.ctx, r.call.sql)
+	p := r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql)
 	if r.rowDelivered {
 		// Never replayed now; a write cut off is still of unknown outcome.
 		p = p.delivered()
