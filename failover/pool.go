@@ -73,6 +73,9 @@ type Pool struct {
 	// waitSince is the clock reading (Unix nanoseconds) when waiting last
 	// rose from zero.
 	waitSince atomic.Int64
+	// waitEndedAt is the clock reading (Unix nanoseconds) when waiting
+	// last fell to zero.
+	waitEndedAt atomic.Int64
 	// wake is closed, and replaced, when the first call starts waiting,
 	// so that the probes ask at once instead of at their next tick.
 	wake atomic.Pointer[chan struct{}]

@@ -565,20 +565,30 @@ func (p *Pool) claimedPrimary(addr string) bool {
 }
 
 // waitStarted tells the probes that a call is waiting for a usable host.
-// The first waiter wakes every probe at once.
+// The first waiter wakes every probe at once. A wait that begins at
+// least sameOutage after the last one ended starts the list of waiting
+// statements afresh; one that begins sooner (a call woken by a change
+// of the routing state that waits again) belongs to the same outage.
 func (p *Pool) waitStarted() {
 	if p.waiting.Add(1) == 1 {
-		p.waitSince.Store(p.clock.Now().UnixNano())
+		now := p.clock.Now().UnixNano()
+		p.waitSince.Store(now)
+		if now-p.waitEndedAt.Load() >= int64(sameOutage) {
+			p.waitingSQL.reset()
+		}
 		next := make(chan struct{})
 		close(*p.wake.Swap(&next))
 		p.refreshTopology()
 	}
 }
 
-// waitEnded undoes waitStarted. The last call to stop waiting empties
-// the list of waiting statements.
+// sameOutage is how soon after the last wait ended a new one belongs to
+// the same outage (waitStarted).
+const sameOutage = time.Second
+
+// waitEnded undoes waitStarted.
 func (p *Pool) waitEnded() {
 	if p.waiting.Add(-1) == 0 {
-		p.waitingSQL.reset()
+		p.waitEndedAt.Store(p.clock.Now().UnixNano())
 	}
 }

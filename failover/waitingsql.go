@@ -12,19 +12,19 @@ const maxWaitingStatements = 16
 
 // waitingStatements lists the distinct statements of the calls waiting
 // on a calls pool (call.sql), the first maxWaitingStatements of them, in
-// the order they began to wait. The list only grows while calls wait,
-// and is emptied once none does.
+// the order they began to wait. The list only grows during an outage,
+// and is emptied when a wait begins the next one (Pool.waitStarted).
 type waitingStatements struct {
 	mu   sync.Mutex
 	sqls []string
-	// version is the wait the list belongs to (raised each time it is
+	// version is the outage the list belongs to (raised each time it is
 	// emptied) in its high 32 bits and the list's length in the low 32;
 	// a connection's connState.prepared and a host's prepared are the
 	// version they prepared.
 	version atomic.Uint64
 }
 
-// sameWait reports whether versions a and b are of one wait's list.
+// sameWait reports whether versions a and b are of one outage's list.
 func sameWait(a, b uint64) bool { return a>>32 == b>>32 }
 
 // statementCount is how many statements the list had at version v.
@@ -51,7 +51,7 @@ func (w *waitingStatements) list() (uint64, []string) {
 	return w.version.Load(), w.sqls
 }
 
-// reset empties the list for the next wait.
+// reset empties the list for the next outage.
 func (w *waitingStatements) reset() {
 	if statementCount(w.version.Load()) == 0 {
 		return
