@@ -90,6 +90,9 @@ func (p *Pool) keepStandbyReady(h *hostPool) {
 			p.prepareWaiting(ctx, h, conn.Conn().PgConn(), version, stmts)
 			conn.Release()
 		}
+		// Recorded even where preparing stopped early: a connection that
+		// failed is gone, and once h no longer awaits a promotion nothing
+		// more is prepared there.
 		h.prepared.Store(version)
 		h.opening.Store(false)
 		// A call that started to wait after the last count found the
@@ -119,7 +122,7 @@ func (p *Pool) standbyShort(h *hostPool) bool {
 func (p *Pool) prepareWaiting(ctx context.Context, h *hostPool, conn *pgconn.PgConn, version uint64, stmts []string) {
 	st := stateOf(conn)
 	from := 0
-	if sameWait(st.prepared, version) {
+	if sameList(st.prepared, version) {
 		from = statementCount(st.prepared)
 	}
 	for i := from; i < len(stmts) && p.promotable(h); i++ {
@@ -128,7 +131,7 @@ func (p *Pool) prepareWaiting(ctx context.Context, h *hostPool, conn *pgconn.PgC
 				return // the connection failed, or the opening ran out of time
 			}
 		}
-		st.prepared = version&^(1<<32-1) | uint64(i+1)
+		st.prepared = withCount(version, i+1)
 	}
 }
 

@@ -24,11 +24,14 @@ type waitingStatements struct {
 	version atomic.Uint64
 }
 
-// sameWait reports whether versions a and b are of one outage's list.
-func sameWait(a, b uint64) bool { return a>>32 == b>>32 }
+// sameList reports whether versions a and b are of one outage's list.
+func sameList(a, b uint64) bool { return a>>32 == b>>32 }
 
 // statementCount is how many statements the list had at version v.
 func statementCount(v uint64) int { return int(uint32(v)) }
+
+// withCount is the version of v's list when it held n statements.
+func withCount(v uint64, n int) uint64 { return v&^(1<<32-1) | uint64(n) }
 
 // add adds sql to the list, unless it is empty, listed or the list full.
 func (w *waitingStatements) add(sql string) {

@@ -23,15 +23,18 @@ func TestWaitingStatements(t *testing.T) {
 		w.add(fmt.Sprintf("SELECT %d", i+3))
 	}
 	v2, full := w.list()
-	if len(full) != maxWaitingStatements || statementCount(v2) != maxWaitingStatements || !sameWait(v1, v2) {
+	if len(full) != maxWaitingStatements || statementCount(v2) != maxWaitingStatements || !sameList(v1, v2) {
 		t.Fatalf("full list: %d statements at count %d (same wait %v), want %d of the one wait",
-			len(full), statementCount(v2), sameWait(v1, v2), maxWaitingStatements)
+			len(full), statementCount(v2), sameList(v1, v2), maxWaitingStatements)
 	}
 	w.reset()
 	w.add("SELECT 1")
 	v3, next := w.list()
-	if sameWait(v2, v3) || statementCount(v3) != 1 || !slices.Equal(next, []string{"SELECT 1"}) {
-		t.Fatalf("after reset: %q at count %d (same wait %v), want one statement of a new wait", next, statementCount(v3), sameWait(v2, v3))
+	if sameList(v2, v3) || statementCount(v3) != 1 || !slices.Equal(next, []string{"SELECT 1"}) {
+		t.Fatalf("after reset: %q at count %d (same wait %v), want one statement of a new wait", next, statementCount(v3), sameList(v2, v3))
+	}
+	if c := withCount(v3, 5); !sameList(c, v3) || statementCount(c) != 5 {
+		t.Errorf("withCount(v3, 5) is of the same list %v at count %d, want true at 5", sameList(c, v3), statementCount(c))
 	}
 	if !slices.Equal(got, []string{"SELECT 1", "SELECT 2"}) || len(full) != maxWaitingStatements || full[2] != "SELECT 3" {
 		t.Errorf("lists handed out changed: %q, %q", got, full)
