@@ -2,11 +2,16 @@ package failover_test
 
 import (
 	"errors"
+	"net"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
@@ -75,4 +80,112 @@ func TestWrongPasswordPassesOverADownHost(t *testing.T) {
 	if n := strings.Count(string(log), "password authentication failed"); n != 0 {
 		t.Errorf("%s logged %d failed authentications, want 0", nodes[2], n)
 	}
+}
+
+// TestSlowLoginKeepsItsTurn: a first host whose server has asked for the
+// password but takes its time to refuse it (a loaded machine, a slow
+// authentication backend) is slow, not gone, so New waits for its answer
+// and the second host never sees the password. The first host is a fake
+// server that answers only once the second host is dialled or 3 s have
+// passed, well past the 500 ms after which a silent host passes its turn.
+func TestSlowLoginKeepsItsTurn(t *testing.T) {
+	ctx := testContext(t)
+	second, dialled := countingListener(t)
+	first := slowRefusal(t, dialled)
+	_, err := failover.New(ctx, "postgres://app:not-the-password@"+first+","+second+"/app?sslmode=disable&connect_timeout=10")
+	var he *failover.HostError
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &he) || he.Addr != first || !errors.As(err, &pgErr) || pgErr.Code != "28P01" {
+		t.Errorf("want the 28P01 of %s, got %v", first, err)
+	}
+	select {
+	case <-dialled:
+		t.Errorf("the second host was dialled while the first was logging in")
+	default:
+	}
+}
+
+// countingListener listens on loopback and closes the returned channel
+// when the first connection comes. It holds every connection open, silent,
+// until the test ends.
+func countingListener(t *testing.T) (addr string, dialled chan struct{}) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialled = make(chan struct{})
+	var once sync.Once
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			once.Do(func() { close(dialled) })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String(), dialled
+}
+
+// slowRefusal serves one PostgreSQL login at a time on loopback: it asks
+// for a cleartext password, reads it, and refuses it with 28P01 once
+// release is closed or 2 s have passed.
+func slowRefusal(t *testing.T, release <-chan struct{}) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served atomic.Int32
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			served.Add(1)
+			refuseSlowly(c, release)
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		if served.Load() == 0 {
+			t.Error("the first host was never dialled")
+		}
+	})
+	return ln.Addr().String()
+}
+
+func refuseSlowly(c net.Conn, release <-chan struct{}) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	be := pgproto3.NewBackend(c, c)
+	if _, err := be.ReceiveStartupMessage(); err != nil {
+		return
+	}
+	be.Send(&pgproto3.AuthenticationCleartextPassword{})
+	if err := be.Flush(); err != nil {
+		return
+	}
+	be.SetAuthType(pgproto3.AuthTypeCleartextPassword)
+	if _, err := be.Receive(); err != nil {
+		return
+	}
+	select {
+	case <-release:
+	case <-time.After(2 * time.Second):
+	}
+	be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "28P01", Message: `password authentication failed for user "app"`})
+	be.Flush()
 }

@@ -283,8 +283,10 @@ func (p *Pool) probeTimeout() time.Duration {
 // in (then the rest are probed in parallel) or refuses the credentials
 // (then New returns that refusal, and no other host sees the password). A
 // host that cannot be reached settles nothing and passes the turn at once;
-// one that does not answer passes it after firstProbeLead, and is still
-// waited for.
+// one whose server has sent nothing after firstProbeLead passes it, and is
+// still waited for. One whose server has spoken keeps the turn until its
+// probe ends, however loaded the server or the client: a slow login is
+// not a host that is gone.
 func (p *Pool) probeAll(ctx context.Context) error {
 	hosts := p.routes.Load().table.list
 	if len(hosts) == 0 {
@@ -328,7 +330,12 @@ func (p *Pool) probeAll(ctx context.Context) error {
 				// not be reached): the turn ends.
 				break turn
 			case <-t.C():
-				break turn
+				if !hosts[next-1].socks.Answered() {
+					break turn
+				}
+				// The server speaks: it is slow, not gone, and will
+				// settle the credentials within the probe's timeout.
+				t = p.clock.NewTimer(firstProbeLead)
 			}
 		}
 		t.Stop()
@@ -369,8 +376,9 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	return fe
 }
 
-// firstProbeLead is how long New waits for a host's probe to settle the
-// credentials before it hands the turn to the next host.
+// firstProbeLead is how long New waits for the server of a host whose
+// probe has not ended to send something before it hands the turn to the
+// next host.
 const firstProbeLead = 500 * time.Millisecond
 
 // probed records a probe's outcome on host h.

@@ -119,6 +119,20 @@ func (ss *Sockets) DialFunc(base pgconn.DialFunc, cancels bool) pgconn.DialFunc 
 	}
 }
 
+// Answered reports whether the server has sent anything on one of the
+// open sockets: a host whose server speaks is up, however slowly it goes
+// on, unlike one whose connect or first answer never comes.
+func (ss *Sockets) Answered() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for s := range ss.set {
+		if s.lastRead.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (ss *Sockets) add(s *socket) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

@@ -179,3 +179,27 @@ func TestSocketsCancelRequests(t *testing.T) {
 		t.Fatalf("cancel request after Abandon: err = %v, want errNoCancel", err)
 	}
 }
+
+func TestSocketsAnswered(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	var ss Sockets
+	s, err := ss.DialFunc(func(context.Context, string, string) (net.Conn, error) { return client, nil }, false)(context.Background(), "tcp", "db-a:5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ss.Answered() {
+		t.Fatal("Answered before the server sent anything")
+	}
+	go server.Write([]byte("N"))
+	if _, err := s.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if !ss.Answered() {
+		t.Fatal("not Answered after a read returned the server's byte")
+	}
+	s.Close()
+	if ss.Answered() {
+		t.Fatal("Answered counts a socket that was closed")
+	}
+}
