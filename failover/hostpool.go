@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -122,7 +123,7 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 		}
 		// cc is this connection's own copy: its sockets, and its cancel
 		// requests, are counted as the host's.
-		cc.DialFunc = hp.socks.DialFunc(cc.DialFunc, true)
+		cc.DialFunc = p.noteRefusedDial(hp, hp.socks.DialFunc(cc.DialFunc, true))
 		opened, validate := p.connecting(hp, purpose), cc.ValidateConnect
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 			if err := validate(ctx, conn); err != nil {
@@ -324,6 +325,23 @@ func (p *Pool) roleSeen(h *hostPool, role hosthealth.Role) {
 		p.telemetry.closed(h, closedDemoted, int(h.pool.Stat().TotalConns()))
 		h.pool.Reset()
 		p.follower().demoted(h.addr)
+	}
+}
+
+// noteRefusedDial wraps dial so that a host that refuses or resets the
+// connection is known to be down before pgxpool hands the connection's
+// slot to the next caller waiting in its Acquire: told only once the error
+// had come back up to the call, pgxpool let that caller dial the dead host
+// too, and the one after it, for as long as the news took. A dial that
+// timed out, or whose caller gave up, is left to the call to judge.
+func (p *Pool) noteRefusedDial(hp *hostPool, dial pgconn.DialFunc) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil && ctx.Err() == nil && hosthealth.Classify(err) == hosthealth.Transport {
+			p.tracker.ObserveFailure(hp.addr, hosthealth.Transport)
+			p.reroute()
+		}
+		return c, err
 	}
 }
 
