@@ -410,6 +410,7 @@ func (c *call) finish(err error) {
 	}
 	if c.ev.waited > 0 {
 		c.p.telemetry.waited(c.ctx, c.ev.span, c.ev.waited)
+		c.p.waitsOver()
 	}
 	c.p.telemetry.endEpisode(c.ctx, c.ev.span, c.tries, err)
 	c.p.logEpisode(c, err)

@@ -169,18 +169,24 @@ func (h *hostPool) close() {
 
 // checkRole is the role check on connect: it records the role the server
 // at h reports and refuses a connection in a role the target does not
-// accept. It takes the place of pgconn's target_session_attrs check.
+// accept. It takes the place of pgconn's target_session_attrs check. A
+// connection opened ahead of a promotion (openingStandby) is kept, and
+// its role not recorded.
 func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, target hosthealth.Target) error {
+	if openingStandby(ctx) {
+		// Opened for the promotion of a server the probe counts read-only.
+		// The probe, not this login, says when it takes writes: a primary
+		// fenced read-only by its configuration reports in_hot_standby=off
+		// too. The connection is kept for that moment (usable).
+		stateOf(conn).standby = true
+		return nil
+	}
 	role, err := serverRole(ctx, conn)
 	if err != nil {
 		return err
 	}
 	p.roleSeen(h, role)
 	if !target.Accepts(role) {
-		if role == hosthealth.RoleReplica && openingStandby(ctx) {
-			stateOf(conn).standby = true // kept for the promotion
-			return nil
-		}
 		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: target}
 	}
 	return nil
@@ -242,8 +248,9 @@ func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 // the target: a session's role changes only when its server is promoted,
 // from standby to primary, so under a target that accepts the primary a
 // connection accepted when it was opened stays acceptable. Those opened
-// on a standby ahead of its promotion are looked at until they report
-// the primary.
+// on a standby ahead of its promotion are handed out only once the
+// routing state takes their host, and looked at until they report the
+// primary then.
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 	pc := conn.PgConn()
 	st := stateOf(pc)
@@ -254,19 +261,22 @@ func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 		return true
 	}
 	role := hosthealth.ReportedRole(pc.ParameterStatus("in_hot_standby"))
-	if role == hosthealth.RolePrimary {
-		st.standby = false // told of its promotion: in the target's role for good
-	}
-	if role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
-		if st.standby {
-			// Opened on a standby for its promotion, and not told of
-			// one on this session yet.
-			if p.standbyUsable(h) {
-				return true
-			}
+	if st.standby {
+		// Opened on a standby for its promotion: handed out only where
+		// standbyUsable says so, whatever the session reports.
+		if !p.standbyUsable(h) {
 			p.telemetry.closed(h, closedWrongRole, 1)
 			return false
 		}
+		if role == hosthealth.RolePrimary && p.canTake(h, p.cfg.Target) {
+			// Told of its promotion, which the routing state has
+			// seen too: in the target's role for good. (A fenced
+			// primary reports the primary's role as well.)
+			st.standby = false
+		}
+		return true
+	}
+	if role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
 		// The server's role changed while this connection was open.
 		p.telemetry.closed(h, closedWrongRole, 1)
 		p.roleSeen(h, role)

@@ -338,22 +338,7 @@ func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
 	}
 	wg.Wait()
 	primary := c.Primary()
-	if err := primary.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
-		t.Fatal(err)
-	}
-	if err := primary.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-		t.Fatal(err)
-	}
-	// pg_reload_conf is asynchronous: wait until new sessions see it.
-	waitUntil(t, 10*time.Second, "read-only default", func() bool {
-		conn, err := pgx.Connect(ctx, primary.ConnString(""))
-		if err != nil {
-			return false
-		}
-		defer conn.Close(ctx)
-		var ro string
-		return conn.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro) == nil && ro == "on"
-	})
+	fence(t, ctx, primary)
 
 	_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
 	if !errors.Is(err, failover.ErrNoHost) {
@@ -379,6 +364,28 @@ func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
 	waitUntil(t, 10*time.Second, "writes accepted again", func() bool {
 		_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (2)")
 		return err == nil
+	})
+}
+
+// fence makes the server at n read-only by its own configuration, as an
+// operator fences a primary, and waits until new sessions see it.
+func fence(t *testing.T, ctx context.Context, n *pgtest.Node) {
+	t.Helper()
+	if err := n.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	// pg_reload_conf is asynchronous.
+	waitUntil(t, 10*time.Second, "read-only default", func() bool {
+		conn, err := pgx.Connect(ctx, n.ConnString(""))
+		if err != nil {
+			return false
+		}
+		defer conn.Close(ctx)
+		var ro string
+		return conn.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro) == nil && ro == "on"
 	})
 }
 

@@ -37,10 +37,15 @@ import (
 // hands it out only while it is being opened (to the acquires that open
 // them) and once the routing state takes the host for the Pool's target,
 // that is, once a probe has seen the promotion; until its next statement
-// the session still reports in_hot_standby=on. A statement the server
-// still refuses as read-only is a refusal before it ran, retried as any
-// other. When the wait ends without a promotion, the probe loop lets the
-// pool check its idle connections, which closes them.
+// the session still reports in_hot_standby=on. Its login does not record
+// the role it reports either: a primary fenced read-only by its
+// configuration, which the probe counts as a replica, reports
+// in_hot_standby=off, and taking that for a promotion would send it a
+// write it refuses once per opening. A statement the server still refuses
+// as read-only is a refusal before it ran, retried as any other. When the
+// last waiting call ends without a promotion, it has the pool check its
+// idle connections, which closes them (waitsOver); so does each probe
+// while no call waits.
 
 // standbyKey marks the context of the acquires that open connections to a
 // standby ahead of its promotion.
@@ -101,6 +106,7 @@ func (p *Pool) keepStandbyReady(h *hostPool) {
 		if err == nil {
 			p.readyForPromotion()
 		}
+		p.dropUnusedStandby(h) // when the last call stopped waiting meanwhile
 	})
 	if !started {
 		h.opening.Store(false)
@@ -151,6 +157,21 @@ func (p *Pool) readyWanted(h *hostPool) int {
 func (p *Pool) readyForPromotion() {
 	if h := p.likeliestPromotion(); h != nil {
 		p.keepStandbyReady(h)
+	}
+}
+
+// waitsOver is called by each call that waited, when it ends: once no
+// call waits any more, the connections opened ahead of a promotion that
+// did not come are closed (dropUnusedStandby) at once, not at their
+// host's next probe, which can be health_probe_interval away.
+func (p *Pool) waitsOver() {
+	if p.waiting.Load() > 0 {
+		return
+	}
+	for _, hr := range p.routes.Load().hosts {
+		if hr.pool != nil {
+			p.dropUnusedStandby(hr.pool)
+		}
 	}
 }
 

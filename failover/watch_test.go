@@ -2,8 +2,11 @@ package failover_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,3 +332,65 @@ func (o *orphaned) checkNoReadyConnection(t *testing.T) {
 		t.Errorf("%d connections in the replica's calls pool, want none", n)
 	}
 }
+
+// TestFencedPrimaryRefusesOneWriteOnly: a primary fenced read-only by its
+// configuration refuses a write, and the write waits for a primary. The
+// fenced server, the only one, is then the likeliest to become writable,
+// so a connection is opened there for that moment. Its login reports
+// in_hot_standby=off, which does not show the fence: it must not make the
+// server a primary again, or the write would be sent to it once more.
+// When the call gives up, it closes that connection.
+func TestFencedPrimaryRefusesOneWriteOnly(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	cfg, err := failover.ParseConfig(c.ConnString("health_probe_interval=1h&failover_max_duration=2s&failover_ready_conns=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inserts := &statementCounter{prefix: "INSERT"}
+	cfg.ConnConfig.Tracer = inserts
+	reader, provider := newMeter(t)
+	cfg.MeterProvider = provider
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	primary := c.Primary()
+	fence(t, ctx, primary)
+
+	_, err = pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
+	if !errors.Is(err, failover.ErrNoHost) {
+		t.Fatalf("write to a fenced primary: want ErrNoHost, got %v", err)
+	}
+	if n := inserts.n.Load(); n != 1 {
+		t.Errorf("the write was sent %d times, want once: %v", n, err)
+	}
+	if n := sum(points(t, ctx, reader), "pgfailover.connection.attempts", "host", primary.Addr(), "pgfailover.pool.purpose", "calls"); n < 2 {
+		t.Errorf("%v connections opened to the primary, want the write's and one ready for its return", n)
+	}
+	// Closed by the call that gave up, not by a later probe.
+	if n := hostStat(t, pool, primary.Addr()).Pool.IdleConns(); n != 0 {
+		t.Errorf("%d idle connections left to the fenced primary once the call gave up", n)
+	}
+}
+
+// statementCounter is a pgx tracer that counts the statements sent that
+// begin with prefix.
+type statementCounter struct {
+	prefix string
+	n      atomic.Int32
+}
+
+func (s *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, s.prefix) {
+		s.n.Add(1)
+	}
+	return ctx
+}
+
+func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
