@@ -44,20 +44,24 @@ type call struct {
 	// waits (standby.go); empty for any other call.
 	sql string
 
-	settledOnce bool // the call's outcome has been decided and counted
-	episode     bool // a failover episode is under way: the call met a failure or waited
-	tries       int  // hosts picked so far, one per attempt
-	ev          *callEvents
+	tries int // hosts picked so far, one per attempt
+	ev    *callEvents
 
 	// A read through the Reader:
 	after  replica.LSN    // the position it must see (its causal token's, or its pin's), if any
+	spent  time.Duration  // time spent waiting for a replica to replay after
 	pinned bool           // after comes from a write through the Pool (Reader.pin)
 	reason replica.Reason // why it went where it goes
 	verify bool           // check that the replica picked has replayed after
-	spent  time.Duration  // time spent waiting for a replica to replay after
+
+	// The flags come last, where they pack together: a row and a rows
+	// carry a copy of the call.
+	//
 	// connect: the host of a long-lived connection is being chosen
 	// (connectChain), so no pin after writes.
-	connect bool
+	connect     bool
+	settledOnce bool // the call's outcome has been decided and counted
+	episode     bool // a failover episode is under way: the call met a failure or waited
 }
 
 // callEvents is what a call keeps once it meets a failover event, or,

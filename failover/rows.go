@@ -207,8 +207,8 @@ type rows struct {
 
 	conn         *pgxpool.Conn // nil once released
 	inner        pgx.Rows
-	rowDelivered bool  // a row has reached the caller
 	err          error // the final error, once settled
+	rowDelivered bool  // a row has reached the caller
 }
 
 // start sends the query again, to the next host that accepts it: the
