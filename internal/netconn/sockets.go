@@ -36,6 +36,7 @@ type Sockets struct {
 	set       map[*socket]struct{}
 	down      bool // the host does not answer: send it no cancel requests
 	abandoned bool // the Pool is closing: send no cancel requests
+	answered  bool // a socket closed since had read something (Answered)
 }
 
 // socket is one connection to the host, as dialled. It records its
@@ -119,12 +120,17 @@ func (ss *Sockets) DialFunc(base pgconn.DialFunc, cancels bool) pgconn.DialFunc 
 	}
 }
 
-// Answered reports whether the server has sent anything on one of the
-// open sockets: a host whose server speaks is up, however slowly it goes
-// on, unlike one whose connect or first answer never comes.
+// Answered reports whether the server has sent anything on a socket of
+// the set, open or closed since: a host whose server speaks is up, however
+// slowly it goes on, unlike one whose connect or first answer never comes.
+// A closed socket counts because pgconn closes one whose server refused
+// TLS and opens another for its next try.
 func (ss *Sockets) Answered() bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	if ss.answered {
+		return true
+	}
 	for s := range ss.set {
 		if s.lastRead.Load() != 0 {
 			return true
@@ -146,6 +152,7 @@ func (ss *Sockets) remove(s *socket) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	delete(ss.set, s)
+	ss.answered = ss.answered || s.lastRead.Load() != 0
 }
 
 func (ss *Sockets) refusesCancel() bool {

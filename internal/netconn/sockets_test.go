@@ -191,6 +191,14 @@ func TestSocketsAnswered(t *testing.T) {
 	if ss.Answered() {
 		t.Fatal("Answered before the server sent anything")
 	}
+	silent, err := ss.DialFunc(func(context.Context, string, string) (net.Conn, error) { c, _ := net.Pipe(); return c, nil }, false)(context.Background(), "tcp", "db-a:5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent.Close()
+	if ss.Answered() {
+		t.Fatal("Answered counts a socket closed before it read anything")
+	}
 	go server.Write([]byte("N"))
 	if _, err := s.Read(make([]byte, 1)); err != nil {
 		t.Fatal(err)
@@ -199,7 +207,7 @@ func TestSocketsAnswered(t *testing.T) {
 		t.Fatal("not Answered after a read returned the server's byte")
 	}
 	s.Close()
-	if ss.Answered() {
-		t.Fatal("Answered counts a socket that was closed")
+	if !ss.Answered() {
+		t.Fatal("not Answered once the socket that read was closed")
 	}
 }
