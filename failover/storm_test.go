@@ -3,11 +3,16 @@ package failover_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
@@ -134,3 +139,84 @@ func (h *herd) checkOnlyInFlightFailed(t *testing.T, inFlight int) {
 		t.Errorf("%d writes failed; at most the %d in flight at the fault may", len(h.errs), inFlight)
 	}
 }
+
+// TestRefusedDialMarksHostDown checks that a connection pgxpool fails to
+// open because its host refused it marks the host down before pgxpool
+// sees the error: pgxpool frees the slot first and hands it to the next
+// caller queued in its Acquire, which would otherwise dial the dead host
+// too. pgx's connect tracer runs after the dial failed and before pgxpool
+// gets the error, so the host's state it reads is what that next caller
+// would be routed by. (The Pool's probe keeps its own connection open, so
+// no probe dial marks the host first.)
+func TestRefusedDialMarksHostDown(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := pgtest.Start(t, pgtest.Options{})
+	addr := c.Primary().Addr()
+	cfg, err := failover.ParseConfig(c.ConnString("failover_max_duration=500ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refuse atomic.Bool
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, a string) (net.Conn, error) {
+		if refuse.Load() {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+		}
+		return dial(ctx, network, a)
+	}
+	var pool atomic.Pointer[failover.Pool]
+	seen := make(chan hosthealth.State, 1)
+	cfg.ConnConfig.Tracer = connectEnd(func(err error) {
+		if p := pool.Load(); p != nil && err != nil && refuse.Load() {
+			for _, h := range p.Stat().Hosts() {
+				if h.Addr == addr {
+					select {
+					case seen <- h.State:
+					default:
+					}
+				}
+			}
+		}
+	})
+	p, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pool.Store(p)
+	if n := hostStat(t, p, addr).Pool.TotalConns(); n != 0 {
+		t.Fatalf("%d connections open before the first call, want none: the call must dial", n)
+	}
+
+	refuse.Store(true)
+	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := p.Exec(callCtx, "SELECT 1"); err == nil {
+		t.Fatal("a call succeeded with every dial refused")
+	}
+	select {
+	case st := <-seen:
+		if st != hosthealth.TransportError {
+			t.Fatalf("host %s was %v when its refused dial returned to pgxpool, want %v", addr, st, hosthealth.TransportError)
+		}
+	default:
+		t.Fatal("no refused connect reached the tracer")
+	}
+}
+
+// connectEnd is a pgx tracer that calls its func with the error of each
+// connect pgx ends; it traces nothing else.
+type connectEnd func(err error)
+
+func (f connectEnd) TraceConnectStart(ctx context.Context, _ pgx.TraceConnectStartData) context.Context {
+	return ctx
+}
+
+func (f connectEnd) TraceConnectEnd(_ context.Context, data pgx.TraceConnectEndData) { f(data.Err) }
+
+func (f connectEnd) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (f connectEnd) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
