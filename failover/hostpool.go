@@ -265,7 +265,7 @@ func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 		// Opened on a standby for its promotion: handed out only where
 		// standbyUsable says so, whatever the session reports.
 		if !p.standbyUsable(h) {
-			p.telemetry.closed(h, closedWrongRole, 1)
+			p.telemetry.closed(h, closedNotPromoted, 1)
 			return false
 		}
 		if role == hosthealth.RolePrimary && p.canTake(h, p.cfg.Target) {

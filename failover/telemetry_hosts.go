@@ -40,6 +40,7 @@ const (
 	closedDemoted          closeReason = "demoted"           // the host is now in a role the target does not accept
 	closedByServer         closeReason = "closed_by_server"  // the server ended the idle session (a FATAL or end-of-file was waiting)
 	closedWrongRole        closeReason = "wrong_role"        // the session reported a role change while idle
+	closedNotPromoted      closeReason = "not_promoted"      // opened ahead of a promotion of its host that did not come
 	closedSilentHost       closeReason = "silent_host"       // the host stopped answering: its sockets were cut
 	closedFallbackLifetime closeReason = "fallback_lifetime" // a fallback host's connections lived fallback_lifetime
 	closedRemoved          closeReason = "removed"           // the host left the topology

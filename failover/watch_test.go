@@ -373,9 +373,13 @@ func TestFencedPrimaryRefusesOneWriteOnly(t *testing.T) {
 	if n := sum(points(t, ctx, reader), "pgfailover.connection.attempts", "host", primary.Addr(), "pgfailover.pool.purpose", "calls"); n < 2 {
 		t.Errorf("%v connections opened to the primary, want the write's and one ready for its return", n)
 	}
-	// Closed by the call that gave up, not by a later probe.
+	// Closed by the call that gave up, not by a later probe, and counted
+	// as what it was.
 	if n := hostStat(t, pool, primary.Addr()).Pool.IdleConns(); n != 0 {
 		t.Errorf("%d idle connections left to the fenced primary once the call gave up", n)
+	}
+	if n := sum(points(t, ctx, reader), "pgfailover.connection.closed", "host", primary.Addr(), "pgfailover.close.reason", "not_promoted"); n < 1 {
+		t.Errorf("%v connections counted closed as not_promoted, want the one opened ready for a promotion", n)
 	}
 }
 
