@@ -109,43 +109,44 @@ func TestSlowLoginKeepsItsTurn(t *testing.T) {
 // when the first connection comes. It holds every connection open, silent,
 // until the test ends.
 func countingListener(t *testing.T) (addr string, dialled chan struct{}) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dialled = make(chan struct{})
 	var once sync.Once
 	var conns []net.Conn
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-			once.Do(func() { close(dialled) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
+	t.Cleanup(func() { // after serveLoopback's: no connection comes now
 		for _, c := range conns {
 			c.Close()
 		}
 	})
-	return ln.Addr().String(), dialled
+	addr = serveLoopback(t, func(c net.Conn) {
+		conns = append(conns, c)
+		once.Do(func() { close(dialled) })
+	})
+	return addr, dialled
 }
 
 // slowRefusal serves one PostgreSQL login at a time on loopback: it asks
 // for a cleartext password, reads it, and refuses it with 28P01 once
 // release is closed or 2 s have passed.
 func slowRefusal(t *testing.T, release <-chan struct{}) string {
+	var served atomic.Int32
+	t.Cleanup(func() { // after serveLoopback's: every login served
+		if served.Load() == 0 {
+			t.Error("the first host was never dialled")
+		}
+	})
+	return serveLoopback(t, func(c net.Conn) {
+		served.Add(1)
+		refuseSlowly(c, release)
+	})
+}
+
+// serveLoopback listens on loopback and hands each connection to handle,
+// one at a time, until the test ends. It returns the address.
+func serveLoopback(t *testing.T, handle func(net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var served atomic.Int32
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -153,16 +154,12 @@ func slowRefusal(t *testing.T, release <-chan struct{}) string {
 			if err != nil {
 				return
 			}
-			served.Add(1)
-			refuseSlowly(c, release)
+			handle(c)
 		}
 	})
 	t.Cleanup(func() {
 		ln.Close()
 		wg.Wait()
-		if served.Load() == 0 {
-			t.Error("the first host was never dialled")
-		}
 	})
 	return ln.Addr().String()
 }

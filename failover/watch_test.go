@@ -344,26 +344,16 @@ func TestFencedPrimaryRefusesOneWriteOnly(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
-	cfg, err := failover.ParseConfig(c.ConnString("health_probe_interval=1h&failover_max_duration=2s&failover_ready_conns=1"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	inserts := &statementCounter{prefix: "INSERT"}
-	cfg.ConnConfig.Tracer = inserts
-	reader, provider := newMeter(t)
-	cfg.MeterProvider = provider
-	pool, err := failover.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	reader, _, pool := newObservedPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=2s&failover_ready_conns=1"),
+		func(cfg *failover.Config) { cfg.ConnConfig.Tracer = inserts })
 	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
 		t.Fatal(err)
 	}
 	primary := c.Primary()
 	fence(t, ctx, primary)
 
-	_, err = pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
+	_, err := pool.Exec(ctx, "INSERT INTO writes VALUES (1)")
 	if !errors.Is(err, failover.ErrNoHost) {
 		t.Fatalf("write to a fenced primary: want ErrNoHost, got %v", err)
 	}
