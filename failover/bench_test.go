@@ -138,6 +138,24 @@ func BenchmarkDialerCPU(b *testing.B) {
 	compareCPU(b, rowQuerier(open(nil)), rowQuerier(open(netconn.DialFunc(netconn.DefaultTCPUserTimeout))), "netconn", selectOne)
 }
 
+// garbage keeps BenchmarkGarbageCPU's extra bytes on the heap.
+var garbage []byte
+
+// BenchmarkGarbageCPU compares QueryRow of SELECT 1 on one bare pgxpool,
+// alone and with 160 bytes of garbage allocated beside each call (the
+// size of the row the Pool keeps for each QueryRow): what collecting those
+// bytes costs, a share of QueryRowCPU's difference that is neither the
+// Pool's code nor the sockets'.
+func BenchmarkGarbageCPU(b *testing.B) {
+	bp := startBench(b, false)
+	bare := func() error { return selectOne(bp.bare) }
+	padded := func() error {
+		garbage = make([]byte, 160)
+		return selectOne(bp.bare)
+	}
+	compareCPU(b, bare, padded, "garbage", func(op func() error) error { return op() })
+}
+
 // BenchmarkExecCPU compares Exec of a one-row INSERT, the path that
 // classifies its SQL and notes the write on success.
 func BenchmarkExecCPU(b *testing.B) {

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -44,19 +45,22 @@ type call struct {
 	// waits (standby.go); empty for any other call.
 	sql string
 
-	tries int // hosts picked so far, one per attempt
-	ev    *callEvents
+	ev *callEvents
+
+	// A read through the Reader: the position it must see (its causal
+	// token's, or its pin's), if any.
+	after replica.LSN
+
+	// The small fields come last, where they pack into 8 bytes: a row
+	// and a rows carry a copy of the call, and at 160 bytes a slab of
+	// them fills its allocation exactly (see rowSlabSize).
+	tries uint16 // hosts picked so far, one per attempt (stops at its maximum)
 
 	// A read through the Reader:
-	after  replica.LSN    // the position it must see (its causal token's, or its pin's), if any
-	spent  time.Duration  // time spent waiting for a replica to replay after
 	pinned bool           // after comes from a write through the Pool (Reader.pin)
 	reason replica.Reason // why it went where it goes
 	verify bool           // check that the replica picked has replayed after
 
-	// The flags come last, where they pack together: a row and a rows
-	// carry a copy of the call.
-	//
 	// connect: the host of a long-lived connection is being chosen
 	// (connectChain), so no pin after writes.
 	connect     bool
@@ -75,6 +79,7 @@ type callEvents struct {
 	notBefore time.Time // no re-send to a host in failed before this
 	backoff   *fullJitter
 	waited    time.Duration // time spent waiting for a usable host
+	spent     time.Duration // time a read through the Reader spent waiting for a replica to replay its position
 	span      trace.Span    // the failover episode
 	behind    []string      // replicas a read checked that had not replayed its position
 }
@@ -85,6 +90,15 @@ func (c *call) events() *callEvents {
 		c.ev = new(callEvents)
 	}
 	return c.ev
+}
+
+// replaySpent is the time a read through the Reader has spent waiting for
+// replicas to replay its position.
+func (c *call) replaySpent() time.Duration {
+	if c.ev == nil {
+		return 0
+	}
+	return c.ev.spent
 }
 
 // passedOver reports whether the call has failed on a host, or found a
@@ -206,7 +220,9 @@ func (c *call) pick() (*hostPool, error) {
 		h, heldBack := c.picker.next(rs, c)
 		if h != nil {
 			c.host = h
-			c.tries++
+			if c.tries < math.MaxUint16 {
+				c.tries++
+			}
 			return h, nil
 		}
 		if err := c.wait(rs, heldBack); err != nil {
@@ -416,7 +432,7 @@ func (c *call) finish(err error) {
 		c.p.telemetry.waited(c.ctx, c.ev.span, c.ev.waited)
 		c.p.waitsOver()
 	}
-	c.p.telemetry.endEpisode(c.ctx, c.ev.span, c.tries, err)
+	c.p.telemetry.endEpisode(c.ctx, c.ev.span, int(c.tries), err)
 	c.p.logEpisode(c, err)
 	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {
 		st.failedOver = true

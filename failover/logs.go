@@ -94,7 +94,7 @@ func (p *Pool) logEpisode(c *call, err error) {
 	}
 	attrs := []slog.Attr{
 		slog.String("outcome", callOutcome(err)),
-		slog.Int("attempts", c.tries),
+		slog.Int("attempts", int(c.tries)),
 		slog.Duration("waited", c.ev.waited),
 	}
 	if c.host != nil {

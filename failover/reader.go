@@ -331,7 +331,7 @@ func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 			}
 			return true
 		}
-		left := r.wait - c.spent
+		left := r.wait - c.replaySpent()
 		if left <= 0 {
 			return false
 		}
@@ -343,7 +343,7 @@ func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 			t.Stop()
 			return false
 		}
-		c.spent += clk.Now().Sub(began)
+		c.events().spent += clk.Now().Sub(began)
 		delay = min(2*delay, lastReplayPoll)
 	}
 }
