@@ -112,6 +112,16 @@ func BenchmarkQueryRowCPU(b *testing.B) {
 	compareCPU(b, rowQuerier(bp.bare), rowQuerier(bp.pool), "failover", selectOne)
 }
 
+// BenchmarkPgxPoolQueryRowCPU compares QueryRow("SELECT 1").Scan through
+// the pgxpool that Pool.PgxPool returns, which follows the primary, beside
+// bare pgxpool: what the Pool's connections cost (its dialer, the socket
+// that records its reads, the check before a reuse) without its call path,
+// as River or sqlc over PgxPool() pay it.
+func BenchmarkPgxPoolQueryRowCPU(b *testing.B) {
+	bp := startBench(b, false)
+	compareCPU(b, rowQuerier(bp.bare), rowQuerier(bp.pool.PgxPool()), "pgxpool-of-failover", selectOne)
+}
+
 // BenchmarkDialerCPU compares QueryRow of SELECT 1 on two bare pgxpools,
 // one with pgconn's dialer and one with the dialer the Pool installs
 // (netconn.DialFunc: shorter keepalives, TCP_USER_TIMEOUT, the time of the
