@@ -51,9 +51,9 @@ type call struct {
 	// token's, or its pin's), if any.
 	after replica.LSN
 
-	// The small fields come last, where they pack into 8 bytes: a row
-	// and a rows carry a copy of the call, and at 160 bytes a slab of
-	// them fills its allocation exactly (see rowSlabSize).
+	// The small fields come last, where they pack into 8 bytes: a rows
+	// carries a copy of the call, and at 160 bytes a slab of them fills
+	// its allocation exactly (see rowSlabSize).
 	tries uint16 // hosts picked so far, one per attempt (stops at its maximum)
 
 	// A read through the Reader:

@@ -21,13 +21,15 @@ import (
 const connKey = "pgfailover.conn"
 
 // connState is what the Pool keeps of one connection: its socket peeker
-// (nil when the socket cannot be peeked) and the slab its calls' row and
-// rows values come from. standby marks a connection opened on a standby
+// (nil when the socket cannot be peeked), the slab its calls' Row and
+// Rows values come from, and the query of the QueryRow it is held for,
+// until its Scan. standby marks a connection opened on a standby
 // ahead of its promotion, and prepared the version of the waiting
 // statements it prepared then (see standby.go).
 type connState struct {
 	peek     *netconn.Peeker
 	slab     rowSlab
+	row      row
 	standby  bool
 	prepared uint64
 }

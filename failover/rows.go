@@ -20,36 +20,73 @@ func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return sendRow(&c, sql, args)
 }
 
-// sendRow acquires a connection for c and sends the query there. The row
-// that follows the call from then on comes from that connection's slab
-// (see rowSlab); c, which lives on the caller's stack, is copied into it.
-func sendRow(c *call, sql string, args []any) *row {
+// sendRow acquires a connection for c and sends the query there. The
+// query, c copied with its arguments, waits for Scan in the connection's
+// state (connState.row), which only the connection's holder touches; the
+// Row handed out comes from that connection's slab (see rowSlab).
+func sendRow(c *call, sql string, args []any) *sentRow {
 	c.sql = sql
 	conn, err := c.acquire()
-	var r *row
-	if err == nil {
-		r = slabOf(conn).row() // zero: never handed out before
-	} else {
-		r = new(row)
+	if err != nil {
+		return &sentRow{err: err}
 	}
+	st := stateOf(conn.Conn().PgConn())
+	r := &st.row
 	r.call = *c
 	r.args = args
-	if err != nil {
-		r.err = err
-		return r
-	}
 	r.sendOn(conn)
-	return r
+	h := st.slab.sentRow() // zero: never handed out before
+	h.query = r
+	return h
 }
 
+// sentRow is the pgx.Row that QueryRow returns. It is small, so that the
+// garbage a QueryRow leaves is no larger than pgxpool's: the query itself
+// waits in its connection's state until Scan, which takes it from there
+// onto its own stack before anything gives the connection back.
+type sentRow struct {
+	query   *row  // the query sent, until Scan; nil when it could not be sent
+	err     error // why the query could not be sent, or Scan's outcome
+	scanned bool
+}
+
+// Scan reads the first row as pgx's QueryRow does (ErrNoRows when there is
+// none, the rest discarded). A replay-safe read runs again elsewhere when
+// its connection failed before the query completed, even after its row
+// was scanned into dest: the row of the new execution is scanned into dest
+// again, whole. Any other statement runs again only when it provably did
+// not run.
+func (s *sentRow) Scan(dest ...any) error {
+	if s.scanned {
+		// Like pgx: the row is gone after the first Scan.
+		if s.err != nil {
+			return s.err
+		}
+		return pgx.ErrNoRows
+	}
+	s.scanned = true
+	if s.query == nil {
+		return s.err
+	}
+	// The connection is held until r gives it back, and its next holder
+	// may write its state at once: from here the query is r alone.
+	r := *s.query
+	*s.query = row{} // the connection's state keeps nothing of this call
+	s.query = nil
+	s.err = errScanPanicked // what a Scan after one that panics returns
+	s.err = r.scan(dest)
+	return s.err
+}
+
+// row is a QueryRow's query: what Scan needs to read its row, and to send
+// it again to another host.
 type row struct {
 	args []any
 	call call // its ctx and sql are the query's
 
-	conn    *pgxpool.Conn // held from send until Scan
-	inner   pgx.Rows
-	err     error // why the row could not be sent, or Scan's outcome
-	scanned bool
+	conn  *pgxpool.Conn // held from send until scan gives it back
+	inner pgx.Rows
+	err   error // why the query could not be sent again
 }
 
 // send acquires a connection from the next host and sends the query.
@@ -71,21 +108,9 @@ func (r *row) sendOn(conn *pgxpool.Conn) {
 	}
 }
 
-// Scan reads the first row as pgx's QueryRow does (ErrNoRows when there is
-// none, the rest discarded). A replay-safe read runs again elsewhere when
-// its connection failed before the query completed, even after its row
-// was scanned into dest: the row of the new execution is scanned into dest
-// again, whole. Any other statement runs again only when it provably did
-// not run.
-func (r *row) Scan(dest ...any) error {
-	if r.scanned {
-		// Like pgx: the row is gone after the first Scan.
-		if r.err != nil {
-			return r.err
-		}
-		return pgx.ErrNoRows
-	}
-	r.scanned = true
+// scan reads the row into dest, sending the query again where its rules
+// allow (see sentRow.Scan), and returns the outcome.
+func (r *row) scan(dest []any) error {
 	for r.err == nil {
 		got := r.inner.Next()
 		var scanErr error
@@ -138,7 +163,6 @@ func (r *row) scanOrRelease(dest []any) error {
 		if panicked {
 			r.conn.Release()
 			r.conn = nil
-			r.err = errScanPanicked
 		}
 	}()
 	err := r.inner.Scan(dest...)
@@ -335,35 +359,35 @@ func (errRows) RawValues() [][]byte                          { return nil }
 func (errRows) Conn() *pgx.Conn                              { return nil }
 func (errRows) TypeMap() *pgtype.Map                         { return nil }
 
-// rowSlabSize is how many row (or rows) values a slab allocates at once,
-// as many as pgx's own slab of rows per connection.
+// rowSlabSize is how many values of a kind a slab allocates at once, as
+// many as pgx's own slab of rows per connection.
 const rowSlabSize = 64
 
-// rowSlab hands out the row and rows values of the calls whose first
+// rowSlab hands out the Row and Rows values of the calls whose first
 // attempt ran on one connection, as pgxpool and pgx hand out theirs: they
 // are allocated rowSlabSize at a time, and each is handed out once and
 // never reused, so no two executions ever share one, and a caller may
 // keep one (and call Scan, Err or CommandTag on it) for as long as it
 // likes. Only the holder of the connection touches its slab, right after
 // acquiring it; the pool's acquire and release order the holders. A slab
-// stays in memory while any value of it does, and its values keep what
-// they refer to (the context, the arguments) as pgx's own slab of rows
-// does.
+// stays in memory while any value of it does, and its rows values keep
+// what they refer to (the context, the arguments) as pgx's own slab of
+// rows does.
 type rowSlab struct {
-	rowFree  []row  // not handed out yet
-	rowsFree []rows // not handed out yet
+	sentFree []sentRow // not handed out yet
+	rowsFree []rows    // not handed out yet
 }
 
 // slabOf returns the slab of conn, which is held.
 func slabOf(conn *pgxpool.Conn) *rowSlab { return &stateOf(conn.Conn().PgConn()).slab }
 
-// row returns a row never handed out before.
-func (s *rowSlab) row() *row {
-	if len(s.rowFree) == 0 {
-		s.rowFree = make([]row, rowSlabSize)
+// sentRow returns a sentRow never handed out before.
+func (s *rowSlab) sentRow() *sentRow {
+	if len(s.sentFree) == 0 {
+		s.sentFree = make([]sentRow, rowSlabSize)
 	}
-	r := &s.rowFree[0]
-	s.rowFree = s.rowFree[1:]
+	r := &s.sentFree[0]
+	s.sentFree = s.sentFree[1:]
 	return r
 }
 
