@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
@@ -57,45 +56,6 @@ func TestQueryRowScanPanicReleasesConnection(t *testing.T) {
 	case <-closed:
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close still waits for the connection of the Scan that panicked")
-	}
-}
-
-// TestQueryRowKeptAfterScan: a Row kept after its Scan answers a second
-// Scan as pgx's does (ErrNoRows, or the first Scan's error) and leaves
-// alone the calls that use its connection since.
-func TestQueryRowKeptAfterScan(t *testing.T) {
-	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{})
-	ctx := testContext(t)
-	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-
-	var n int
-	first := pool.QueryRow(ctx, "SELECT 1")
-	if err := first.Scan(&n); err != nil || n != 1 {
-		t.Fatalf("first Scan: %d, %v", n, err)
-	}
-	failed := pool.QueryRow(ctx, "SELECT 1/0")
-	firstErr := failed.Scan(&n)
-	var pgErr *pgconn.PgError
-	if !errors.As(firstErr, &pgErr) || pgErr.Code != "22012" {
-		t.Fatalf("Scan of 1/0: %v, want division_by_zero", firstErr)
-	}
-
-	// The one connection now holds this query until its Scan.
-	next := pool.QueryRow(ctx, "SELECT 2")
-	if err := first.Scan(&n); !errors.Is(err, pgx.ErrNoRows) {
-		t.Errorf("second Scan of a row scanned before: %v, want pgx.ErrNoRows", err)
-	}
-	if err := failed.Scan(&n); err != firstErr {
-		t.Errorf("second Scan of a row that failed: %v, want the first Scan's %v", err, firstErr)
-	}
-	n = 0
-	if err := next.Scan(&n); err != nil || n != 2 {
-		t.Errorf("the query sent in between: %d, %v, want 2", n, err)
 	}
 }
 

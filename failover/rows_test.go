@@ -13,7 +13,7 @@ import (
 // Rows and rows values are never handed out twice: a row kept after its
 // Scan, and rows kept after their Close, still answer for their own
 // execution after the connection has served many more calls (several
-// slabs' worth).
+// slabs' worth), and while it holds the next row's query for its Scan.
 func TestKeptRowsStayTheirOwn(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
@@ -24,6 +24,22 @@ func TestKeptRowsStayTheirOwn(t *testing.T) {
 	firstErr := first.Scan(&v)
 	if pgErr, ok := errors.AsType[*pgconn.PgError](firstErr); !ok || pgErr.Code != "22012" {
 		t.Fatalf("SELECT 1/0: %v, want division_by_zero", firstErr)
+	}
+	scanned := pool.QueryRow(ctx, "SELECT 1")
+	if err := scanned.Scan(&v); err != nil || v != 1 {
+		t.Fatalf("SELECT 1: %d, %v", v, err)
+	}
+	// The one connection holds the next query until its Scan; the rows
+	// scanned before answer as pgx's do, and leave it alone.
+	next := pool.QueryRow(ctx, "SELECT 2")
+	if err := first.Scan(&v); err != firstErr {
+		t.Errorf("failed row scanned again: %v, want its own %v", err, firstErr)
+	}
+	if err := scanned.Scan(&v); !errors.Is(err, pgx.ErrNoRows) {
+		t.Errorf("row scanned again: %v, want pgx.ErrNoRows", err)
+	}
+	if err := next.Scan(&v); err != nil || v != 2 {
+		t.Fatalf("the row sent in between: %d, %v, want 2", v, err)
 	}
 	firstRows, err := pool.Query(ctx, "SELECT generate_series(1, 3)")
 	if err != nil {
