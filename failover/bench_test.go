@@ -153,9 +153,9 @@ var garbage []byte
 
 // BenchmarkGarbageCPU compares QueryRow of SELECT 1 on one bare pgxpool,
 // alone and with 160 bytes of garbage allocated beside each call (the
-// size of the row the Pool keeps for each QueryRow): what collecting those
-// bytes costs, a share of QueryRowCPU's difference that is neither the
-// Pool's code nor the sockets'.
+// size of the rows value the Pool keeps for each Query): what collecting
+// those bytes costs, a share of the difference that is neither the Pool's
+// code nor the sockets'.
 func BenchmarkGarbageCPU(b *testing.B) {
 	bp := startBench(b, false)
 	bare := func() error { return selectOne(bp.bare) }
