@@ -45,9 +45,8 @@ func sendRow(c *call, sql string, args []any) *sentRow {
 // waits in its connection's state until Scan, which takes it from there
 // onto its own stack before anything gives the connection back.
 type sentRow struct {
-	query   *row  // the query sent, until Scan; nil when it could not be sent
-	err     error // why the query could not be sent, or Scan's outcome
-	scanned bool
+	query *row  // the query sent, until Scan; nil once scanned, or when it could not be sent
+	err   error // why the query could not be sent, or Scan's outcome
 }
 
 // Scan reads the first row as pgx's QueryRow does (ErrNoRows when there is
@@ -57,16 +56,13 @@ type sentRow struct {
 // again, whole. Any other statement runs again only when it provably did
 // not run.
 func (s *sentRow) Scan(dest ...any) error {
-	if s.scanned {
-		// Like pgx: the row is gone after the first Scan.
+	if s.query == nil {
+		// Never sent, or scanned before: like pgx, the row is gone after
+		// the first Scan.
 		if s.err != nil {
 			return s.err
 		}
 		return pgx.ErrNoRows
-	}
-	s.scanned = true
-	if s.query == nil {
-		return s.err
 	}
 	// The connection is held until r gives it back, and its next holder
 	// may write its state at once: from here the query is r alone.
