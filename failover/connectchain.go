@@ -148,7 +148,7 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 			_, ch.refused = errors.AsType[*hosthealth.RoleError](err)
 			return err
 		}
-		conn.CustomData()[hostKey] = h
+		stateOf(conn).host = h
 		f.connected(h.addr)
 		ch.call.finish(nil) // ends the episode, if the connect had one
 		return nil

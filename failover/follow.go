@@ -10,10 +10,6 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
-// hostKey is where a PgxPool connection's host lives in pgconn's
-// per-connection CustomData.
-const hostKey = "pgfailover.host"
-
 // follower is the *pgxpool.Pool that PgxPool returns, and what it needs to
 // be reset when a host its connections go to is demoted.
 type follower struct {
@@ -146,8 +142,15 @@ func (p *Pool) newFollower(rt following) *follower {
 // handed out: usable as for a host's own pool, and its host still one the
 // Pool would send a call to.
 func (p *Pool) followerUsable(conn *pgx.Conn) bool {
-	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
-	return h != nil && p.routes.Load().holds(h) && p.usable(h, conn) && p.canTake(h, p.cfg.Target)
+	pc := conn.PgConn()
+	st := stateOf(pc)
+	h := st.host
+	if h == nil {
+		return false
+	}
+	rs := p.routes.Load()
+	i, r, ok := rs.lookup(h.addr)
+	return ok && r.pool == h && p.usableState(h, pc, st) && rs.health.Usable(i, p.cfg.Target)
 }
 
 // connected records that the pool has a connection to addr.

@@ -23,13 +23,16 @@ const connKey = "pgfailover.conn"
 // connState is what the Pool keeps of one connection: its socket peeker
 // (nil when the socket cannot be peeked), the slab its calls' Row and
 // Rows values come from, and the query of the QueryRow it is held for,
-// until its Scan. standby marks a connection opened on a standby
+// until its Scan. host is the host of a connection of PgxPool's, which
+// chooses it as it connects (connectChain), and nil for those of a
+// host's own pools. standby marks a connection opened on a standby
 // ahead of its promotion, and prepared the version of the waiting
 // statements it prepared then (see standby.go).
 type connState struct {
 	peek     *netconn.Peeker
 	slab     rowSlab
 	row      row
+	host     *hostPool
 	standby  bool
 	prepared uint64
 }
@@ -255,7 +258,11 @@ func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
 // primary then.
 func (p *Pool) usable(h *hostPool, conn *pgx.Conn) bool {
 	pc := conn.PgConn()
-	st := stateOf(pc)
+	return p.usableState(h, pc, stateOf(pc))
+}
+
+// usableState is usable for the connection pc, whose state is st.
+func (p *Pool) usableState(h *hostPool, pc *pgconn.PgConn, st *connState) bool {
 	if !p.stillOpenState(h, st) {
 		return false
 	}

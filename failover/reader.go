@@ -404,8 +404,9 @@ func (r *Reader) PgxPool() *pgxpool.Pool {
 // handed out: nothing waits on its socket, and its host would still take
 // a read.
 func (r *Reader) connUsable(conn *pgx.Conn) bool {
-	h, _ := conn.PgConn().CustomData()[hostKey].(*hostPool)
-	if h == nil || !r.p.stillOpen(h, conn) {
+	st := stateOf(conn.PgConn())
+	h := st.host
+	if h == nil || !r.p.stillOpenState(h, st) {
 		return false
 	}
 	rs := r.p.routes.Load()
