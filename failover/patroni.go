@@ -1,6 +1,8 @@
 package failover
 
 import (
+	"go.opentelemetry.io/otel"
+
 	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/patroni"
 )
@@ -10,9 +12,16 @@ import (
 // whenever the Pool asks (see refreshTopology), members outside
 // patroni_allowed_hosts left out.
 func (p *Pool) patroniSource() (*patroni.Source, error) {
+	// The patroni package records nothing without a provider; the Pool's
+	// metrics go to the global one when Config.MeterProvider is nil, and
+	// so do its source's.
+	mp := p.cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
 	client, err := patroni.NewClient(patroni.ClientConfig{
 		URLs:          p.cfg.patroni.apiURLs,
-		MeterProvider: p.cfg.MeterProvider,
+		MeterProvider: mp,
 	})
 	if err != nil {
 		return nil, &ConfigError{Key: keyPatroniAPIURLs, Msg: err.Error(), Err: err}
@@ -24,7 +33,7 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 		ZoneTag:         p.cfg.patroni.zoneTag,
 		AllowList:       p.cfg.patroni.allowed,
 		Logger:          p.cfg.Logger,
-		MeterProvider:   p.cfg.MeterProvider,
+		MeterProvider:   mp,
 	})
 }
 
