@@ -523,14 +523,22 @@ const (
 )
 
 // sleepUntil waits on the Pool's clock until at, until wake closes or a
-// hint arrives, or until ctx ends, and says which came first.
+// hint arrives, or until ctx ends, and says which came first. When at has
+// passed it does not wait, but a hint already pending still counts: a
+// replica watched without a pause between its watches (each watch waits
+// itself) must still hear that it was named the primary.
 func (p *Pool) sleepUntil(ctx context.Context, at time.Time, wake, hint <-chan struct{}) wakeup {
 	d := at.Sub(p.clock.Now())
 	if d <= 0 {
 		if ctx.Err() != nil {
 			return wakeStopped
 		}
-		return wakeTimeUp
+		select {
+		case <-hint:
+			return wakeHint
+		default:
+			return wakeTimeUp
+		}
 	}
 	t := p.clock.NewTimer(d)
 	defer t.Stop()
