@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,10 @@ type hostPool struct {
 	probes    atomic.Int64       // probes sent, for Stat
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
 	server    serverAttrs        // the host's attributes on metric points
+	// failures counts the failover events the Pool recorded on the host
+	// (observeFailure): a login begun before the latest is older news than
+	// it, and its connection is refused (buildPool).
+	failures atomic.Uint64
 	// opening says that connections to the host, a standby, are being
 	// opened ahead of its promotion; readied is how many were opened for
 	// the calls waiting now, and prepared the version of the waiting
@@ -130,7 +135,17 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 		// requests, are counted as the host's.
 		cc.DialFunc = p.noteRefusedDial(hp, hp.socks.DialFunc(cc.DialFunc, true))
 		opened, validate := p.connecting(hp, purpose), cc.ValidateConnect
+		failures := hp.failures.Load()
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
+			if hp.failures.Load() != failures {
+				// The host failed while this login was under way (a
+				// server shutting down ends its sessions one by one, and
+				// may still let one in): the login says less than the
+				// failure, and a statement sent on it would meet the
+				// rest of the shutdown. The probe says when the host is
+				// back.
+				return errFailedWhileConnecting
+			}
 			if err := validate(ctx, conn); err != nil {
 				return err
 			}
@@ -234,6 +249,11 @@ func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 // errHostNotUsable is what a host's pool returns instead of dialling a host
 // that cannot take calls now. The call moves on without counting an attempt.
 var errHostNotUsable = errors.New("pgfailover: host cannot take calls now")
+
+// errFailedWhileConnecting is what a host's pool returns for a connection
+// whose login was under way when the host failed. The call moves on as
+// for errHostNotUsable.
+var errFailedWhileConnecting = fmt.Errorf("%w: it failed while this connection was being opened", errHostNotUsable)
 
 // canTake reports whether host h can take calls for target now: it is
 // Healthy or Unknown in the current routing state.
@@ -357,7 +377,7 @@ func (p *Pool) noteRefusedDial(hp *hostPool, dial pgconn.DialFunc) pgconn.DialFu
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil && ctx.Err() == nil && hosthealth.Classify(err) == hosthealth.Transport {
-			p.tracker.ObserveFailure(hp.addr, hosthealth.Transport)
+			p.observeFailure(hp, hosthealth.Transport)
 			p.reroute()
 		}
 		return c, err
@@ -377,10 +397,17 @@ func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
 		p.refreshTopology()
 		return
 	}
-	p.tracker.ObserveFailure(h.addr, class)
+	p.observeFailure(h, class)
 	p.reroute()
 	p.steer.failed(h.addr, err)
 	p.refreshTopology()
+}
+
+// observeFailure records a failover event of class on host h in the
+// tracker, and counts it for the logins under way there (buildPool).
+func (p *Pool) observeFailure(h *hostPool, class hosthealth.Class) {
+	h.failures.Add(1)
+	p.tracker.ObserveFailure(h.addr, class)
 }
 
 // serverRole reads the role of the server at the other end of conn: from

@@ -387,7 +387,7 @@ func (p *Pool) probed(h *hostPool, r probeResult) {
 	p.telemetry.probed(h, r.err)
 	if r.err != nil {
 		if class := hosthealth.Classify(r.err); class != hosthealth.NotFailover {
-			p.tracker.ObserveFailure(h.addr, class)
+			p.observeFailure(h, class)
 		}
 		if hosthealth.Unanswered(r.err) {
 			// Nothing in flight there will be answered either.
