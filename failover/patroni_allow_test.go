@@ -27,11 +27,7 @@ func TestPatroniAllowList(t *testing.T) {
 		{"name": "b", "role": "replica", "state": "running", "host": "10.255.0.1", "port": 5432},
 		{"name": "c", "role": "sync_standby", "state": "streaming", "host": "db.elsewhere.example", "port": 5432}
 	]}`, p.Port())
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, cluster)
-	}))
-	t.Cleanup(api.Close)
+	apiURL := servePatroniCluster(t, cluster)
 
 	for _, tc := range []struct {
 		name, allow string
@@ -41,7 +37,7 @@ func TestPatroniAllowList(t *testing.T) {
 		{"no list", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := failover.ParseConfig(p.ConnString("patroni_api_urls=" + api.URL + tc.allow))
+			cfg, err := failover.ParseConfig(p.ConnString("patroni_api_urls=" + apiURL + tc.allow))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,4 +96,15 @@ func TestPatroniAllowList(t *testing.T) {
 			}
 		})
 	}
+}
+
+// servePatroniCluster serves cluster, a Patroni /cluster answer, on every
+// path of a local HTTP server, and returns the server's URL.
+func servePatroniCluster(t *testing.T, cluster string) string {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, cluster)
+	}))
+	t.Cleanup(api.Close)
+	return api.URL
 }

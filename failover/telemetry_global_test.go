@@ -2,8 +2,6 @@ package failover_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -23,11 +21,7 @@ func TestGlobalMeterProviderRecordsPatroni(t *testing.T) {
 	c := pgtest.Start(t, pgtest.Options{})
 	ctx := testContext(t)
 	cluster := fmt.Sprintf(`{"members": [{"name": "a", "role": "leader", "state": "running", "host": "127.0.0.1", "port": %d}]}`, c.Primary().Port())
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, cluster)
-	}))
-	t.Cleanup(api.Close)
+	apiURL := servePatroniCluster(t, cluster)
 
 	reader, provider := newMeter(t)
 	otel.SetMeterProvider(provider)
@@ -36,7 +30,7 @@ func TestGlobalMeterProviderRecordsPatroni(t *testing.T) {
 	// this one.
 	t.Cleanup(func() { otel.SetMeterProvider(noop.NewMeterProvider()) })
 
-	cfg, err := failover.ParseConfig(c.Primary().ConnString("patroni_api_urls=" + api.URL))
+	cfg, err := failover.ParseConfig(c.Primary().ConnString("patroni_api_urls=" + apiURL))
 	if err != nil {
 		t.Fatal(err)
 	}
