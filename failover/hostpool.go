@@ -138,12 +138,11 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 		failures := hp.failures.Load()
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 			if hp.failures.Load() != failures {
-				// The host failed while this login was under way (a
-				// server shutting down ends its sessions one by one, and
-				// may still let one in): the login says less than the
-				// failure, and a statement sent on it would meet the
-				// rest of the shutdown. The probe says when the host is
-				// back.
+				// The host failed while this login was under way: the
+				// failure is the newer news (a server shutting down ends
+				// its sessions over several milliseconds, and a statement
+				// sent on this one could meet the rest of it). The probe
+				// says when the host is back.
 				return errFailedWhileConnecting
 			}
 			if err := validate(ctx, conn); err != nil {
