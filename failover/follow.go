@@ -145,12 +145,8 @@ func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	pc := conn.PgConn()
 	st := stateOf(pc)
 	h := st.host
-	if h == nil {
-		return false
-	}
 	rs := p.routes.Load()
-	i, r, ok := rs.lookup(h.addr)
-	return ok && r.pool == h && p.usableState(h, pc, st) && rs.health.Usable(i, p.cfg.Target)
+	return h != nil && rs.holds(h) && p.usableState(h, pc, st) && rs.usable(h.addr, p.cfg.Target)
 }
 
 // connected records that the pool has a connection to addr.
