@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // SendBatch sends a batch to the best host. While none of its results has
@@ -88,16 +89,16 @@ func (br *batchResults) send() error {
 		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, p: br.call.p, host: br.call.host, writes: true}
 		br.conn = nil
 		br.read = true // a transaction is never moved
-		br.call.done(nil, idempotent)
+		br.call.done(nil, outcome.Idempotent)
 	}
 	return nil
 }
 
-// policy is the retry policy of the batch given what reached the caller.
-func (br *batchResults) policy() policy {
+// rule is what the batch allows, given what reached the caller.
+func (br *batchResults) rule() outcome.Rule {
 	p := br.call.p.classes.batchPolicy(br.ctx, br.batch)
 	if br.read {
-		p = p.delivered()
+		p = p.Delivered()
 	}
 	return p
 }
@@ -121,10 +122,10 @@ func (br *batchResults) settle(err *error) bool {
 		br.read = true
 		return false
 	}
-	rule := br.policy()
+	rule := br.rule()
 	br.read = true
 	if br.conn == nil {
-		*err = br.call.done(*err, rule.delivered())
+		*err = br.call.done(*err, rule.Delivered())
 		return false
 	}
 	br.cur.Close()
@@ -196,12 +197,12 @@ func (br *batchResults) Close() error {
 		br.conn = nil
 		// Closing never sends the batch again.
 		if err != nil {
-			return br.call.done(err, br.policy().delivered())
+			return br.call.done(err, br.rule().Delivered())
 		}
 		if !br.call.recording() {
 			return br.call.done(nil, 0)
 		}
-		return br.call.done(nil, br.call.p.classes.batchPolicy(br.ctx, br.batch)&mayWrite)
+		return br.call.done(nil, br.call.p.classes.batchPolicy(br.ctx, br.batch)&outcome.MayWrite)
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -130,7 +131,7 @@ var errKeep = errors.New("pgfailover: attempt succeeded, call goes on")
 // succeeds or the call settles. op releases the connection unless it keeps
 // it, and returns its error with the policy that applies to it, which on
 // success says whether the call may have written.
-func (c *call) attempt(op func(*pgxpool.Conn) (policy, error)) error {
+func (c *call) attempt(op func(*pgxpool.Conn) (outcome.Rule, error)) error {
 	for {
 		conn, err := c.acquire()
 		if err != nil {
@@ -185,7 +186,7 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			// waited. errors.Is still finds the context's error.
 			return nil, c.settled(nil, &acquireWaitError{err: err})
 		}
-		if err := c.done(err, idempotent); err != errRetry {
+		if err := c.done(err, outcome.Idempotent); err != errRetry {
 			return nil, err
 		}
 	}
@@ -308,63 +309,60 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 // done settles an attempt on c.host. err is what the attempt returned and
 // rule what the statement allows. done returns nil on success, errRetry
 // when the caller should try the next host, and otherwise the error to
-// hand back. A success with rule including mayWrite tells the Pool that
-// data may have changed. Once a call is settled, later errors (a rows or
-// batch closed after its error was returned) pass through unchanged and
+// hand back. A success with rule including outcome.MayWrite tells the Pool
+// that data may have changed. Once a call is settled, later errors (a rows
+// or batch closed after its error was returned) pass through unchanged and
 // are not counted again.
 //
-// A failure goes through four steps: classify (what the error and the
-// statement say), mark (the host's health, and the call's episode), decide
-// (the pure retry decision) and settle (the effects of the verdict).
-func (c *call) done(err error, rule policy) error {
+// A failure is described (what the error and the statement say), the host
+// is marked, the call's progress is read, outcome.Decide decides, and
+// apply carries the decision out.
+func (c *call) done(err error, rule outcome.Rule) error {
 	if c.settledOnce {
 		return err
 	}
 	if err == nil {
-		if rule&mayWrite != 0 && c.picker.reads == nil {
+		if rule&outcome.MayWrite != 0 && c.picker.reads == nil {
 			c.p.wrote(c.ctx, c.host)
 		}
 		c.finish(nil)
 		return nil
 	}
-	err, f := classify(err, rule, c.picker.target)
-	f.callerDone = c.ctx.Err() != nil
-	c.mark(&f, err)
-	f.failedOver, f.attempts, f.maxAttempts, f.timeLeft = c.episode, c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
-	v, counts := decide(f)
-	return c.settle(v, counts, f.callerDone, err)
+	err, f := outcome.Describe(err, outcome.Call, rule, c.picker.target)
+	// The call's progress as it stood before this failure. A failure that
+	// starts the call's episode (Record) leaves FailedOver and TimeLeft as
+	// they were for the decision: the decision reads FailedOver only when
+	// the caller gave up, which records nothing, and a new episode's
+	// deadline lies a positive budget ahead.
+	f.CallerDone = c.ctx.Err() != nil
+	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.episode, c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
+	return c.apply(outcome.Decide(f), err)
 }
 
-// mark applies what failure f says of the host: its health (and the
-// fallback's view) and the call's failover episode, which a first event
-// starts.
-func (c *call) mark(f *failure, err error) {
-	mark, record := f.marks()
-	class := f.meaning()
-	if mark {
-		c.p.markFailed(c.host, class, err)
+// apply carries out decision d on a failed attempt: the host's health (and
+// the topology source's view), the call's failover episode, which a first
+// event starts; a counted attempt holds the host back for a backoff before
+// the call may send there again; the call then retries, or ends with err as
+// the verdict says.
+func (c *call) apply(d outcome.Decision, err error) error {
+	if d.Mark {
+		c.p.markFailed(c.host, d.Meaning, err)
 	}
-	if record {
-		c.record(class, err)
+	if d.Record {
+		c.record(d.Meaning, err)
 	}
-}
-
-// settle applies verdict v on a failed attempt: a counted attempt holds
-// the host back for a backoff before the call may send there again; the
-// call then retries, or ends with err as the verdict says.
-func (c *call) settle(v verdict, counts, callerDone bool, err error) error {
-	if counts {
+	if d.Counts {
 		c.holdBack()
 	}
-	switch v {
-	case tryNext:
+	switch d.Verdict {
+	case outcome.TryNext:
 		return errRetry
-	case failHost:
+	case outcome.FailHost:
 		return c.settled(nil, err)
-	case failUnknown:
-		return c.settled(ErrCommitOutcomeUnknown, err)
-	case failBudget:
-		if callerDone {
+	case outcome.FailUnknown, outcome.FailInterrupted:
+		return c.settled(errorKind(d.Verdict), err)
+	case outcome.FailBudget:
+		if c.ctx.Err() != nil {
 			c.note(c.host.addr, err)
 			return c.giveUp(ErrBudgetExhausted, c.ctx.Err())
 		}
@@ -538,15 +536,8 @@ func explainRefusal(ctx context.Context, conn *pgxpool.Conn, err error) error {
 	if hosthealth.FencedBy(source) {
 		return err // fenced by the server's configuration
 	}
-	return &readOnlyByChoice{err}
+	return &outcome.ByChoiceError{Err: err}
 }
-
-// readOnlyByChoice marks a 25006 that the application's own settings
-// caused. call.done returns the error inside unchanged.
-type readOnlyByChoice struct{ err error }
-
-func (e *readOnlyByChoice) Error() string { return e.err.Error() }
-func (e *readOnlyByChoice) Unwrap() error { return e.err }
 
 // acquireWaitError is the error of a call whose context ended while it
 // waited for a connection of its host. call.settled wraps it in a

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // Sentinel errors. Every error the Pool returns for a failover decision wraps
@@ -106,4 +107,16 @@ type hostStateError struct{ state hosthealth.State }
 
 func (e *hostStateError) Error() string {
 	return "not tried: the host was " + e.state.String()
+}
+
+// errorKind is the sentinel for a verdict that names what a failure means
+// for the caller, or nil.
+func errorKind(v outcome.Verdict) error {
+	switch v {
+	case outcome.FailUnknown:
+		return ErrCommitOutcomeUnknown
+	case outcome.FailInterrupted:
+		return ErrTxInterrupted
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/lograte"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -305,7 +306,7 @@ func (p *Pool) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return conn, c.done(nil, idempotent)
+	return conn, c.done(nil, outcome.Idempotent)
 }
 
 // AcquireFunc acquires a connection, calls f with it and releases it. Like
@@ -325,10 +326,10 @@ func (p *Pool) AcquireFunc(ctx context.Context, f func(*pgxpool.Conn) error) err
 func (p *Pool) Ping(ctx context.Context) error {
 	var c call
 	p.startCall(&c, ctx)
-	return c.attempt(func(conn *pgxpool.Conn) (policy, error) {
+	return c.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
 		err := conn.Ping(ctx)
 		conn.Release()
-		return idempotent, err
+		return outcome.Idempotent, err
 	})
 }
 
@@ -344,7 +345,7 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 	p.startCall(&c, ctx)
 	c.sql = sql
 	var tag pgconn.CommandTag
-	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
+	err := c.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
 		var err error
 		tag, err = conn.Exec(ctx, sql, args...)
 		err = explainRefusal(ctx, conn, err)
@@ -364,7 +365,7 @@ func (p *Pool) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNam
 	var c call
 	p.startCall(&c, ctx)
 	var n int64
-	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
+	err := c.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
 		var err error
 		n, err = conn.Conn().CopyFrom(ctx, tableName, columnNames, src)
 		conn.Release()
@@ -372,9 +373,9 @@ func (p *Pool) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNam
 			return 0, nil
 		}
 		if src.touched {
-			return mayWrite, err // rows were consumed: never sent again
+			return outcome.MayWrite, err // rows were consumed: never sent again
 		}
-		return writeOnce, err
+		return outcome.WriteOnce, err
 	})
 	return n, err
 }
@@ -411,14 +412,14 @@ func (p *Pool) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, er
 // beginTx begins a transaction through call c.
 func (p *Pool) beginTx(c *call, ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
 	var t *tx
-	err := c.attempt(func(conn *pgxpool.Conn) (policy, error) {
+	err := c.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
 		inner, err := conn.BeginTx(ctx, txOptions)
 		if err != nil {
 			conn.Release()
-			return idempotent, err
+			return outcome.Idempotent, err
 		}
 		t = &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host, writes: txOptions.AccessMode != pgx.ReadOnly}
-		return idempotent, nil
+		return outcome.Idempotent, nil
 	})
 	if err != nil {
 		return nil, err

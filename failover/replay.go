@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/internal/sqlclass"
 )
 
@@ -111,43 +112,43 @@ func (k *classes) add(sql string, safe bool) {
 // context sets the replay mode, it is the classifier's verdict on the
 // SQL, read once per distinct statement (classes), as for execPolicy and
 // batchPolicy.
-func (k *classes) queryPolicy(ctx context.Context, sql string) policy {
+func (k *classes) queryPolicy(ctx context.Context, sql string) outcome.Rule {
 	switch modeOf(ctx) {
 	case replayAlways:
-		return idempotent
+		return outcome.Idempotent
 	case replayNever:
-		return writeOnce
+		return outcome.WriteOnce
 	}
 	if k.replaySafe(sql) {
-		return idempotent
+		return outcome.Idempotent
 	}
-	return writeOnce
+	return outcome.WriteOnce
 }
 
 // execPolicy is the policy of Exec. Exec is never replayed once its
 // statement reached a server, whatever the context says; a read cut off in
 // flight is a plain error, anything else (and anything under NoRetry) has
 // an unknown outcome.
-func (k *classes) execPolicy(ctx context.Context, sql string) policy {
+func (k *classes) execPolicy(ctx context.Context, sql string) outcome.Rule {
 	if modeOf(ctx) != replayNever && k.replaySafe(sql) {
-		return readOnce
+		return outcome.ReadOnce
 	}
-	return writeOnce
+	return outcome.WriteOnce
 }
 
 // batchPolicy is the policy of a batch none of whose results reached the
 // caller: replayable only when every statement in it is.
-func (k *classes) batchPolicy(ctx context.Context, b *pgx.Batch) policy {
+func (k *classes) batchPolicy(ctx context.Context, b *pgx.Batch) outcome.Rule {
 	switch modeOf(ctx) {
 	case replayAlways:
-		return idempotent
+		return outcome.Idempotent
 	case replayNever:
-		return writeOnce
+		return outcome.WriteOnce
 	}
 	for _, q := range b.QueuedQueries {
 		if !k.replaySafe(q.SQL) {
-			return writeOnce
+			return outcome.WriteOnce
 		}
 	}
-	return idempotent
+	return outcome.Idempotent
 }

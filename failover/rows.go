@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // QueryRow runs a query expected to return at most one row. As with
@@ -132,7 +134,7 @@ func (r *row) scan(dest []any) error {
 		case got:
 			// The row could not be scanned; what failed after it is not
 			// replayed.
-			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql)&mayWrite)
+			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql)&outcome.MayWrite)
 		default:
 			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql))
 		}
@@ -190,7 +192,7 @@ func startRows(c *call, sql string, args []any) (pgx.Rows, error) {
 	c.sql = sql
 	var conn *pgxpool.Conn
 	var inner pgx.Rows
-	err := c.attempt(func(cn *pgxpool.Conn) (policy, error) {
+	err := c.attempt(func(cn *pgxpool.Conn) (outcome.Rule, error) {
 		var err error
 		conn, inner, err = queryOn(cn, c.ctx, sql, args)
 		if err != nil {
@@ -234,7 +236,7 @@ type rows struct {
 // start sends the query again, to the next host that accepts it: the
 // last execution failed before its first row reached the caller.
 func (r *rows) start() error {
-	return r.call.attempt(func(conn *pgxpool.Conn) (policy, error) {
+	return r.call.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
 		conn, inner, err := queryOn(conn, r.call.ctx, r.call.sql, r.args)
 		if err != nil {
 			return r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql), err
@@ -256,7 +258,7 @@ func (r *rows) Next() bool {
 			err = explainRefusal(r.call.ctx, r.conn, err)
 		}
 		r.release()
-		err = r.call.done(err, r.policy(err))
+		err = r.call.done(err, r.rule(err))
 		if err != errRetry {
 			r.err = err
 			return false
@@ -271,23 +273,23 @@ func (r *rows) Next() bool {
 // queryWrote is the policy of call c's query sql when it succeeded: its
 // writes bit, which done reads, says whether it may have written. The
 // classifier is asked only when that is recorded (call.recording).
-func queryWrote(c *call, ctx context.Context, sql string) policy {
+func queryWrote(c *call, ctx context.Context, sql string) outcome.Rule {
 	if !c.recording() {
 		return 0
 	}
-	return c.p.classes.queryPolicy(ctx, sql) & mayWrite
+	return c.p.classes.queryPolicy(ctx, sql) & outcome.MayWrite
 }
 
-// policy is the retry policy for err, given what reached the caller. On
+// rule is what the query allows after err, given what reached the caller. On
 // success it says whether the query may have written (queryWrote).
-func (r *rows) policy(err error) policy {
+func (r *rows) rule(err error) outcome.Rule {
 	if err == nil {
 		return queryWrote(&r.call, r.call.ctx, r.call.sql)
 	}
 	p := r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql)
 	if r.rowDelivered {
 		// Never replayed now; a write cut off is still of unknown outcome.
-		p = p.delivered()
+		p = p.Delivered()
 	}
 	return p
 }
@@ -307,7 +309,7 @@ func (r *rows) Close() {
 	r.release()
 	// Closing ends the query: whatever happened, it is not sent again.
 	err := r.inner.Err()
-	if err = r.call.done(err, r.policy(err).delivered()); err != nil && r.err == nil {
+	if err = r.call.done(err, r.rule(err).Delivered()); err != nil && r.err == nil {
 		r.err = err
 	}
 }

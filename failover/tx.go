@@ -3,13 +3,15 @@ package failover
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/netconn"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // tx is a transaction pinned to one host. It is never moved: when its
@@ -28,31 +30,37 @@ type tx struct {
 	finished     bool // Commit or Rollback was called
 }
 
-// interrupted maps an error of a statement inside the transaction. Only a
-// dead connection is the host's fault. A refused write (25006) is not: in
-// a transaction it comes from the transaction's own read-only mode or the
-// role's settings, and a real demotion is caught when connections are
-// handed out and by the probes.
+// interrupted is what an error of a statement inside the transaction
+// means for the caller (outcome.InTx).
 func (t *tx) interrupted(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		// The caller's own deadline: not the host's fault. pgx closes the
-		// connection when a statement's context ends while it runs, so
-		// what fails after that is not the host's fault either. A context
-		// that had ended before anything was sent leaves the connection,
-		// and the transaction, as they were.
-		if t.Tx.Conn().PgConn().IsClosed() {
-			t.callerGaveUp = true
-		}
-		return err
+	return t.decide(outcome.InTx, err)
+}
+
+// decide hands err, the failure of a statement of the transaction in
+// phase, to outcome.Decide and applies the decision: it marks the host
+// and names what the failure means. The caller's own deadline is not the
+// host's fault. pgx closes the connection when a statement's context ends
+// while it runs, so what fails after that is not the host's fault either;
+// a context that had ended before anything was sent leaves the connection,
+// and the transaction, as they were.
+func (t *tx) decide(phase outcome.Phase, err error) error {
+	callerDone := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	if callerDone && t.Tx.Conn().PgConn().IsClosed() {
+		t.callerGaveUp = true
 	}
-	if t.callerGaveUp || hosthealth.Classify(err) != hosthealth.Transport {
-		return err
+	err, f := outcome.Describe(err, phase, outcome.WriteOnce, t.p.picker.target)
+	f.CallerDone = callerDone || t.callerGaveUp
+	d := outcome.Decide(f)
+	if d.Mark {
+		t.p.markFailed(t.host, d.Meaning, err)
 	}
-	t.p.markFailed(t.host, hosthealth.Transport, nil)
-	return t.hostError(ErrTxInterrupted, err)
+	if kind := errorKind(d.Verdict); kind != nil {
+		return t.hostError(kind, err)
+	}
+	return err
 }
 
 // hostError names the transaction's host in an error of the given kind.
@@ -70,41 +78,38 @@ func (t *tx) Commit(ctx context.Context) error {
 	}
 	if err := t.deadBeforeCommit(); err != nil {
 		t.Tx.Rollback(ctx) // gives the broken connection back to be destroyed
-		return t.hostError(ErrTxInterrupted, err)
+		return t.decide(outcome.Commit, err)
 	}
 	err := t.Tx.Commit(ctx)
-	switch {
-	case err == nil:
+	if err == nil {
 		if t.writes && t.p.recordsWrites(ctx) {
 			t.p.wrote(ctx, t.host)
 		}
 		return nil
-	case hosthealth.DidNotRun(err):
-		return t.interrupted(err)
-	case ctx.Err() != nil:
-		// The caller gave up with COMMIT in flight: not the host's fault,
-		// and the outcome is unknown.
-		return t.hostError(ErrCommitOutcomeUnknown, err)
-	case hosthealth.Classify(err) == hosthealth.Transport:
-		t.p.markFailed(t.host, hosthealth.Transport, nil)
-		return t.hostError(ErrCommitOutcomeUnknown, err)
 	}
-	return err // the server answered: a serialization failure, a deferred constraint
+	if ctx.Err() != nil {
+		// The caller gave up with COMMIT in flight: whatever pgx reports
+		// is not the host's fault.
+		t.callerGaveUp = true
+	}
+	return t.decide(outcome.Commit, err)
 }
 
 // deadBeforeCommit reports why the transaction is certainly gone before
 // COMMIT is sent, or nil. The connection may have been closed by pgx (a
-// statement's context ended) or by the server while the transaction sat
-// idle; either way the server rolls the transaction back, and sending
-// COMMIT would only make its outcome look uncertain.
+// statement's context ended, or an earlier statement found it broken) or
+// by the server while the transaction sat idle; either way the server rolls
+// the transaction back, and sending COMMIT would only make its outcome look
+// uncertain. The error says that COMMIT did not run.
 func (t *tx) deadBeforeCommit() error {
 	pc := t.Tx.Conn().PgConn()
 	if pc.IsClosed() {
-		return errConnClosedBeforeCommit
+		// Whatever closed it was decided on then: the cause is no news of
+		// the host (hosthealth.NotFailover).
+		return &outcome.NotSentError{Err: errConnClosedBeforeCommit}
 	}
 	if err := t.diedIdle(); err != nil {
-		t.p.markFailed(t.host, hosthealth.Transport, nil)
-		return err
+		return &outcome.NotSentError{Err: err}
 	}
 	return nil
 }
@@ -138,7 +143,7 @@ func (t *tx) diedIdle() error {
 // Causes given when a transaction's connection was found dead before
 // COMMIT.
 var (
-	errConnClosedIdle         = errors.New("connection closed by the server while the transaction was idle")
+	errConnClosedIdle         = fmt.Errorf("connection closed by the server while the transaction was idle: %w", io.EOF)
 	errConnClosedBeforeCommit = errors.New("connection closed before COMMIT was sent")
 )
 

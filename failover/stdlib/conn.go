@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/internal/sqlclass"
 )
 
@@ -228,10 +229,8 @@ func (c *conn) meaning(ctx context.Context, query string, at before, err error) 
 		// the call is that case: the statement may have run.
 		err = errLostInFlight
 	}
-	if kind := classify(ctx.Err() != nil, at.inTx, query, err); kind != nil {
-		return &failover.HostError{Kind: kind, Addr: c.addr(), Err: err}
-	}
-	return err
+	phase, rule := statementPhase(at.inTx, query)
+	return c.decide(phase, rule, ctx.Err() != nil, err)
 }
 
 // errLostInFlight stands for the error pgx's stdlib turned into
@@ -254,45 +253,40 @@ func (c *conn) addr() string {
 // closed reports whether pgx has closed c's connection.
 func (c *conn) closed() bool { return c.Conn().IsClosed() }
 
-// classify is the decision behind meaning, apart from the connection. It
-// returns the sentinel err means for the caller, or nil to return err as
-// is:
-//
-//   - an error that proves nothing ran, or one the server sent in answer
-//     (a constraint, a syntax error), is returned as is;
-//   - inside a transaction, a connection lost mid-statement took the
-//     whole transaction with it: failover.ErrTxInterrupted, since nothing
-//     was committed; unless the statement was COMMIT (or another
-//     transaction control statement), whose outcome is unknown;
-//   - outside one, a statement that only reads (sqlclass.ReplaySafe) lost
-//     nothing but its answer, and keeps pgx's error; anything else may
-//     have committed before the cut: failover.ErrCommitOutcomeUnknown.
-//
-// The connection is lost when the error is a transport failure (EOF, a
-// reset, FATAL 57P01 in answer to the statement), or when the caller's
-// context ended (callerDone) with the statement in flight. The SQL is
-// classified only here, after a failure.
-func classify(callerDone, inTx bool, query string, err error) error {
-	if hosthealth.DidNotRun(err) {
-		return nil
-	}
-	cut := hosthealth.Classify(err) == hosthealth.Transport || (callerDone && !answered(err))
+// statementPhase is where a statement failed, for outcome.Decide: inside
+// a transaction (a transaction control statement sent as SQL counts as
+// COMMIT), or on its own. The SQL is lexed only here, after a failure.
+func statementPhase(inTx bool, query string) (outcome.Phase, outcome.Rule) {
 	switch {
-	case !cut:
-		return nil
-	case inTx && sqlclass.Classify(query).Kind != sqlclass.TxControl:
-		return failover.ErrTxInterrupted
-	case !inTx && sqlclass.ReplaySafe(query):
-		return nil
+	case inTx && sqlclass.Classify(query).Kind == sqlclass.TxControl:
+		return outcome.Commit, outcome.WriteOnce
+	case inTx:
+		return outcome.InTx, outcome.WriteOnce
+	case sqlclass.ReplaySafe(query):
+		// A statement that only reads lost nothing but its answer.
+		return outcome.Held, outcome.ReadOnce
 	}
-	return failover.ErrCommitOutcomeUnknown
+	return outcome.Held, outcome.WriteOnce
 }
 
-// answered reports whether the server answered the statement with an
-// error of its own (not one that ends the session): it did not commit.
-func answered(err error) bool {
-	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC"
+// decide hands err, a failure in phase under rule, to outcome.Decide and
+// names what it means for the caller: failover.ErrCommitOutcomeUnknown or
+// failover.ErrTxInterrupted, naming the host, or err as is. The driver has
+// no say in the host's health: the Pool's probes and its check before each
+// use of a connection see what this connection saw.
+func (c *conn) decide(phase outcome.Phase, rule outcome.Rule, callerDone bool, err error) error {
+	if err == nil {
+		return nil
+	}
+	err, f := outcome.Describe(err, phase, rule, c.target)
+	f.CallerDone = callerDone
+	switch outcome.Decide(f).Verdict {
+	case outcome.FailUnknown:
+		return &failover.HostError{Kind: failover.ErrCommitOutcomeUnknown, Addr: c.addr(), Err: err}
+	case outcome.FailInterrupted:
+		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: c.addr(), Err: err}
+	}
+	return err
 }
 
 // rows names a failure met while reading the rows of a query, as
@@ -349,18 +343,9 @@ func (t *tx) Commit() error {
 		// The connection was gone before COMMIT was sent: the server
 		// rolled the transaction back.
 		t.Tx.Rollback()
-		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: t.c.addr(), Err: pgconn.ErrConnClosed}
+		return t.c.decide(outcome.Commit, outcome.WriteOnce, false, &outcome.NotSentError{Err: pgconn.ErrConnClosed})
 	}
-	err := t.Tx.Commit()
-	switch {
-	case err == nil:
-		return nil
-	case hosthealth.DidNotRun(err):
-		return &failover.HostError{Kind: failover.ErrTxInterrupted, Addr: t.c.addr(), Err: err}
-	case hosthealth.Classify(err) == hosthealth.Transport:
-		return &failover.HostError{Kind: failover.ErrCommitOutcomeUnknown, Addr: t.c.addr(), Err: err}
-	}
-	return err // the server answered: a serialization failure, a deferred constraint
+	return t.c.decide(outcome.Commit, outcome.WriteOnce, false, t.Tx.Commit())
 }
 
 func (t *tx) Rollback() error { return t.Tx.Rollback() }
