@@ -284,12 +284,22 @@ func (p *Pool) Close() {
 	})
 }
 
-// Reset closes every connection of every host: idle ones at once, those in
-// use when they are released.
+// Reset closes every connection the Pool holds: those of its calls, of
+// the Reader, and of the pools PgxPool and Reader.PgxPool returned, idle
+// ones at once, those in use when they are released. The probes' own
+// connections stay.
 func (p *Pool) Reset() {
 	for _, h := range p.routes.Load().table.list {
 		h.pool.Reset()
 		h.reads.Reset()
+	}
+	if f := p.follower(); f != nil {
+		f.pool.Reset()
+	}
+	if r := p.reader; r != nil {
+		if f := r.follow.Load(); f != nil {
+			f.pool.Reset()
+		}
 	}
 }
 
