@@ -3,8 +3,8 @@ package failover
 import (
 	"go.opentelemetry.io/otel"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // patroniSource builds the topology source that patroni_api_urls asks

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Defaults of FallbackConfig.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // candidate returns a member as a Source reports it.
