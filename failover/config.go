@@ -19,23 +19,21 @@ import (
 	"github.com/pgfailover/pgfailover/topology"
 )
 
-// Defaults. ParseConfig is the only place that applies them.
+// Defaults. ParseConfig is the only place that applies them. Those of the
+// patroni_*, fallback_* and query_wait_timeout keys are the patroni
+// package's (patroni.DefaultRefreshInterval and the rest), written there
+// once for the Pool and for callers of that package alike.
 const (
-	defaultMaxAttempts            = 8
-	defaultMaxDuration            = 30 * time.Second
-	defaultBackoffInitial         = 50 * time.Millisecond
-	defaultBackoffMax             = time.Second
-	defaultHealthProbeInterval    = time.Second
-	defaultHealthProbeTimeout     = 3 * time.Second
-	defaultHealthProbeWaitMax     = 50 * time.Millisecond
-	defaultPinAfterWrite          = time.Second
-	defaultMaxLag                 = 0
-	defaultReplicaWait            = 20 * time.Millisecond
-	defaultPatroniRefresh         = 3 * time.Second
-	defaultFallbackConnectTimeout = 5 * time.Second
-	defaultFallbackCooldown       = 30 * time.Second
-	defaultFallbackLifetime       = 30 * time.Second
-	defaultQueryWaitTimeout       = 5 * time.Second
+	defaultMaxAttempts         = 8
+	defaultMaxDuration         = 30 * time.Second
+	defaultBackoffInitial      = 50 * time.Millisecond
+	defaultBackoffMax          = time.Second
+	defaultHealthProbeInterval = time.Second
+	defaultHealthProbeTimeout  = 3 * time.Second
+	defaultHealthProbeWaitMax  = 50 * time.Millisecond
+	defaultPinAfterWrite       = time.Second
+	defaultMaxLag              = 0
+	defaultReplicaWait         = 20 * time.Millisecond
 
 	// defaultConnectTimeout bounds each connection attempt (dial, TLS and
 	// startup, per host) when nothing sets connect_timeout. Without it pgconn
