@@ -45,6 +45,10 @@ type SourceConfig struct {
 	// MeterProvider receives pgfailover.patroni.hosts.discovered,
 	// .removed and .topology.changes; nil means none.
 	MeterProvider metric.MeterProvider
+	// Clock schedules the reads and rate-limits the warnings; nil means
+	// the wall clock. Its type is internal to this module: a Pool sets it
+	// to its own clock, and other callers leave it nil.
+	Clock clock.Clock
 }
 
 // Source reports the members of a Patroni cluster as a topology.Source.
@@ -60,14 +64,8 @@ type Source struct {
 	watching atomic.Bool
 }
 
-// NewSource checks cfg and returns a Source. It does no I/O. The Source
-// schedules its reads and rate-limits its warnings on the wall clock.
+// NewSource checks cfg and returns a Source. It does no I/O.
 func NewSource(cfg SourceConfig) (*Source, error) {
-	return newSource(cfg, clock.Real())
-}
-
-// newSource is NewSource on the clock clk, which tests replace.
-func newSource(cfg SourceConfig, clk clock.Clock) (*Source, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("patroni: SourceConfig.Client is nil")
 	}
@@ -80,8 +78,11 @@ func newSource(cfg SourceConfig, clk clock.Clock) (*Source, error) {
 		zoneTag:  cmpOr(cfg.ZoneTag, DefaultZoneTag),
 		allow:    cfg.AllowList,
 		log:      cfg.Logger,
-		clock:    clk,
+		clock:    cfg.Clock,
 		refresh:  make(chan struct{}, 1),
+	}
+	if s.clock == nil {
+		s.clock = clock.Real()
 	}
 	tel, err := newSourceTelemetry(cfg.MeterProvider)
 	if err != nil {
