@@ -318,10 +318,14 @@ func TestSourceUnreachable(t *testing.T) {
 	if h.logs.count("level=INFO msg=\"patroni: /cluster answers again\" failed_reads=21") != 1 {
 		t.Fatalf("logs: %s", h.logs)
 	}
-	// An outage after a good answer leaves the last topology in force.
+	// An outage after a good answer leaves the last topology in force,
+	// and is warned of at once: the run of failures before it ended.
 	h.body.set("")
 	h.tick()
 	h.none()
+	if h.logs.count(warning) != 3 {
+		t.Fatalf("a new outage within the minute was not warned of: %s", h.logs)
+	}
 	h.body.set(cluster3)
 	h.tick()
 	h.none() // the same topology as before the outage
