@@ -79,8 +79,9 @@ const (
 // derived for the string's first host, each host gets its own (under
 // sslmode=verify-full, the name its certificate is checked against); any
 // other ServerName set in code is used for every host. A TLSConfig set to nil dials without TLS, as in
-// pgx. The fallback attempts sslmode gives (the plain one of prefer, the
-// TLS one of allow) stay as ParseConfig derived them.
+// pgx. The later TLS variants sslmode gives (pgconn's Fallbacks: the plain
+// attempt of prefer, the TLS one of allow) stay as ParseConfig derived
+// them.
 //
 // Hooks: BeforeConnect, AfterRelease, BeforeClose and ShouldPing reach
 // every host's pool unchanged (BeforeConnect also runs before the Pool's
