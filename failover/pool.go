@@ -12,13 +12,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/lograte"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Pool is a connection pool over every host of a multi-host connection
