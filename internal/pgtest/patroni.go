@@ -190,7 +190,7 @@ func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, erro
 	}
 	// Patroni makes its replicas and rewinds with the PostgreSQL tools.
 	if !bins.basebackup || !bins.rewind {
-		return nil, fmt.Errorf("%w: Patroni needs %s and %s, not both in %s", ErrNoBinaries, basebackupTool, rewindTool, bins.dir)
+		return nil, fmt.Errorf("%w: Patroni needs %s and %s beside postgres in %s", ErrNoBinaries, basebackupTool, rewindTool, bins.dir)
 	}
 	tmpl, err := templateFor(ctx, bins) // sweeps stale directories first
 	if err != nil {
