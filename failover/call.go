@@ -327,7 +327,7 @@ func (c *call) done(err error, rule policy) error {
 		c.finish(nil)
 		return nil
 	}
-	err, f := classify(err, rule, c.picker.target)
+	f, err := classify(err, rule, c.picker.target)
 	f.callerDone = c.ctx.Err() != nil
 	c.mark(&f, err)
 	f.failedOver, f.attempts, f.maxAttempts, f.timeLeft = c.episode, c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()

@@ -55,9 +55,9 @@ type failure struct {
 }
 
 // classify reads what err says for the retry decision of a statement
-// with policy rule, on a call for target. It returns the error to report:
-// a readOnlyByChoice is unwrapped.
-func classify(err error, rule policy, target hosthealth.Target) (error, failure) {
+// with policy rule, on a call for target. It also returns the error to
+// report: a readOnlyByChoice is unwrapped.
+func classify(err error, rule policy, target hosthealth.Target) (failure, error) {
 	f := failure{class: hosthealth.Classify(err), rule: rule, takesReads: target.Accepts(hosthealth.RoleReplica)}
 	if rc, ok := err.(*readOnlyByChoice); ok {
 		err, f.byChoice = rc.err, true
@@ -65,7 +65,7 @@ func classify(err error, rule policy, target hosthealth.Target) (error, failure)
 	_, f.roleRefused = errors.AsType[*hosthealth.RoleError](err)
 	_, f.answered = errors.AsType[*pgconn.PgError](err)
 	f.didNotRun = hosthealth.DidNotRun(err)
-	return err, f
+	return f, err
 }
 
 // meaning is what the failure means for this call: hosthealth's class,

@@ -194,7 +194,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			report, got := classify(r.err, writeOnce, r.target)
+			got, report := classify(r.err, writeOnce, r.target)
 			if got != r.want {
 				t.Errorf("classify = %+v, want %+v", got, r.want)
 			}
