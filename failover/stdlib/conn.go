@@ -326,7 +326,12 @@ func (r *rows) Next(dest []driver.Value) error {
 	if r.c.ended() {
 		return failover.ErrClosed
 	}
-	err := r.Rows.Next(dest)
+	return r.named(r.Rows.Next(dest))
+}
+
+// named gives err, met while reading the next row, the meaning a failure
+// of the query has; the end of the rows passes through.
+func (r *rows) named(err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
