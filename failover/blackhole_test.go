@@ -3,17 +3,16 @@ package failover_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"go.uber.org/goleak"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/faultproxy"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
@@ -21,43 +20,14 @@ import (
 // host that stops answering does: connections stay open, the proxy's side
 // of the socket still acknowledges what is sent, and no byte gets through.
 // New connections are accepted and then hear nothing.
-func blackhole(t *testing.T, p *toxiproxy.Proxy) {
-	t.Helper()
-	if err := swallow(p); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// blackholeStreams are the directions a blackhole swallows.
-var blackholeStreams = []string{"upstream", "downstream"}
-
-// swallow is blackhole for callers without a *testing.T.
-func swallow(p *toxiproxy.Proxy) error {
-	for _, stream := range blackholeStreams {
-		js := fmt.Sprintf(`{"name":"blackhole-%s","type":"timeout","stream":%q,"attributes":{"timeout":0}}`, stream, stream)
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// unswallow ends what swallow began: bytes get through again.
-func unswallow(ctx context.Context, p *toxiproxy.Proxy) error {
-	for _, stream := range blackholeStreams {
-		if err := p.Toxics.RemoveToxic(ctx, "blackhole-"+stream); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func blackhole(p *faultproxy.Proxy) { p.SetBlackhole(true) }
 
 // proxiedPrimary returns the cluster's connection string with the primary
 // reached through a proxy, and that proxy.
-func proxiedPrimary(t *testing.T, c *pgtest.Cluster, params string) (string, *toxiproxy.Proxy) {
+func proxiedPrimary(t *testing.T, c *pgtest.Cluster, params string) (string, *faultproxy.Proxy) {
 	t.Helper()
 	proxy := startProxy(t, c.Primary())
-	return strings.Replace(c.ConnString(params), c.Primary().Addr(), proxy.Listen, 1), proxy
+	return strings.Replace(c.ConnString(params), c.Primary().Addr(), proxy.Addr(), 1), proxy
 }
 
 func TestCloseWithBlackholedHost(t *testing.T) {
@@ -73,7 +43,7 @@ func TestCloseWithBlackholedHost(t *testing.T) {
 	if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
-	blackhole(t, proxy)
+	blackhole(proxy)
 
 	// A statement whose caller gives up on the dead host: pgconn then
 	// sends a cancel request there, which nothing answers.
@@ -91,7 +61,7 @@ func TestCloseWithBlackholedHost(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("Close took %v with a blackholed host; want it not to wait on the dead host", took)
 	}
-	proxy.Stop()
+	proxy.Close()
 	goleak.VerifyNone(t, before)
 }
 
@@ -153,7 +123,7 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 	waitUntil(t, 30*time.Second, "writes before the blackhole", func() bool { return okSince(time.Time{}) >= 30 })
 
 	t0 := time.Now()
-	blackhole(t, proxy)
+	blackhole(proxy)
 	// No acknowledgement leaves the old primary once it is blackholed, so
 	// every acknowledged write is in the WAL it has now. A failover
 	// manager promotes a standby that has it all; the old primary stays up,
@@ -189,8 +159,8 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 			continue
 		}
 		var he *failover.HostError
-		if !errors.As(w.err, &he) || he.Addr != proxy.Listen {
-			t.Errorf("write %d: %v does not name the blackholed host %s", w.id, w.err, proxy.Listen)
+		if !errors.As(w.err, &he) || he.Addr != proxy.Addr() {
+			t.Errorf("write %d: %v does not name the blackholed host %s", w.id, w.err, proxy.Addr())
 		}
 		from := w.start
 		if from.Before(t0) {
@@ -244,14 +214,14 @@ func TestAcquireWaitOnBlackholedHost(t *testing.T) {
 	if got := serverPort(t, ctx, pool); got != c.Primary().Port() {
 		t.Fatalf("pool reads from port %d, want the proxied primary first", got)
 	}
-	blackhole(t, proxy)
+	blackhole(proxy)
 
 	// The pool's only connection hangs with this call.
 	var wg sync.WaitGroup
 	var heldErr error
 	wg.Go(func() { _, heldErr = pool.Exec(ctx, "INSERT INTO nowhere VALUES (1)") })
 	waitUntil(t, 10*time.Second, "the connection in use", func() bool {
-		return hostStat(t, pool, proxy.Listen).Pool.AcquiredConns() == 1
+		return hostStat(t, pool, proxy.Addr()).Pool.AcquiredConns() == 1
 	})
 
 	// A call waiting for that host's pool until its own deadline.
@@ -259,8 +229,8 @@ func TestAcquireWaitOnBlackholedHost(t *testing.T) {
 	_, err := pool.Exec(callCtx, "SELECT 1")
 	cancel()
 	var he *failover.HostError
-	if !errors.As(err, &he) || he.Addr != proxy.Listen || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("call whose deadline ended while it waited for the blackholed host: %v; want a HostError naming %s wrapping the deadline", err, proxy.Listen)
+	if !errors.As(err, &he) || he.Addr != proxy.Addr() || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("call whose deadline ended while it waited for the blackholed host: %v; want a HostError naming %s wrapping the deadline", err, proxy.Addr())
 	}
 
 	// Once the probe finds the host silent, the hung call ends and reads
@@ -270,7 +240,7 @@ func TestAcquireWaitOnBlackholedHost(t *testing.T) {
 		t.Errorf("read after the blackhole: port %d, %v; want the replica's %d", port, err, c.Replicas()[0].Port())
 	}
 	wg.Wait()
-	if !errors.Is(heldErr, failover.ErrCommitOutcomeUnknown) || !errors.As(heldErr, &he) || he.Addr != proxy.Listen {
-		t.Errorf("the hung write: %v; want ErrCommitOutcomeUnknown naming %s", heldErr, proxy.Listen)
+	if !errors.Is(heldErr, failover.ErrCommitOutcomeUnknown) || !errors.As(heldErr, &he) || he.Addr != proxy.Addr() {
+		t.Errorf("the hung write: %v; want ErrCommitOutcomeUnknown naming %s", heldErr, proxy.Addr())
 	}
 }

@@ -7,36 +7,33 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/faultproxy"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
-// startProxy runs an in-process TCP proxy in front of n and returns it;
-// the proxy's Listen field is its address.
-func startProxy(t *testing.T, n *pgtest.Node) *toxiproxy.Proxy {
+// startProxy runs an in-process TCP proxy in front of n until the test
+// ends and returns it.
+func startProxy(t *testing.T, n *pgtest.Node) *faultproxy.Proxy {
 	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, n.Name(), "127.0.0.1:0", n.Addr())
-	if err := p.Start(); err != nil {
+	p, err := faultproxy.New(n.Addr())
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Stop)
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 
 // cutWhenRunning cuts every connection through the proxy, as a network
-// failure would, while the statement containing marker executes on n, and
-// lets new connections through again.
-func cutWhenRunning(t *testing.T, n *pgtest.Node, p *toxiproxy.Proxy, marker string) {
+// failure would, while the statement containing marker executes on n; new
+// connections go through.
+func cutWhenRunning(t *testing.T, n *pgtest.Node, p *faultproxy.Proxy, marker string) {
 	t.Helper()
 	whenExecuting(t, testContext(t), n, marker, func(*pgx.Conn, int32) error {
-		p.Stop()
-		return p.Start()
+		p.Cut()
+		return nil
 	})
 }
 
@@ -45,7 +42,7 @@ func TestNetworkCut(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
 	proxy := startProxy(t, c.Primary())
-	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), proxy.Listen, 1)
+	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), proxy.Addr(), 1)
 	reader, pool := newMeteredPool(t, ctx, dsn)
 	if _, err := pool.Exec(ctx, "CREATE TABLE cut (n int)"); err != nil {
 		t.Fatal(err)

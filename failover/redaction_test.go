@@ -122,7 +122,7 @@ func (w *witness) metrics(ctx context.Context) []string {
 	add := func(name string, sets ...attribute.Set) {
 		for _, set := range sets {
 			for _, kv := range set.ToSlice() {
-				out = append(out, name+" "+string(kv.Key)+"="+kv.Value.Emit())
+				out = append(out, name+" "+string(kv.Key)+"="+kv.Value.String())
 			}
 		}
 	}
@@ -172,13 +172,13 @@ func (w *witness) traces() []string {
 	for _, s := range w.spans.Started() {
 		line := s.Name() + " " + s.Status().Code.String() + " " + s.Status().Description
 		for _, kv := range s.Attributes() {
-			line += " " + string(kv.Key) + "=" + kv.Value.Emit()
+			line += " " + string(kv.Key) + "=" + kv.Value.String()
 		}
 		out = append(out, line)
 		for _, e := range s.Events() {
 			line := "  event " + e.Name
 			for _, kv := range e.Attributes {
-				line += " " + string(kv.Key) + "=" + kv.Value.Emit()
+				line += " " + string(kv.Key) + "=" + kv.Value.String()
 			}
 			out = append(out, line)
 		}

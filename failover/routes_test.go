@@ -115,7 +115,6 @@ func TestRerouteWakes(t *testing.T) {
 		t.Fatal("a change of health woke nobody")
 	}
 
-	rs = p.routes.Load()
 	p.tracker.ObserveConnect("b:5432", hosthealth.RoleReplica)
 	p.reroute()
 	rs = p.routes.Load()

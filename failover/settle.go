@@ -33,7 +33,7 @@ func (c *call) done(err error, rule outcome.Rule) error {
 		c.finish(nil)
 		return nil
 	}
-	err, f := outcome.Describe(err, outcome.Call, rule, c.picker.target)
+	f, err := outcome.Describe(err, outcome.Call, rule, c.picker.target)
 	// The call's progress as it stood before this failure. A failure that
 	// starts the call's episode (Record) leaves FailedOver and TimeLeft as
 	// they were for the decision: the decision reads FailedOver only when

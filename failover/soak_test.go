@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/internal/faultproxy"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
@@ -65,7 +65,7 @@ type soakFault struct {
 
 // soakFaults lists the faults, the primary stopped with primaryStop;
 // proxies are the proxies in front of the nodes, by name.
-func soakFaults(primaryStop pgtest.StopMode, proxies map[string]*toxiproxy.Proxy) []soakFault {
+func soakFaults(primaryStop pgtest.StopMode, proxies map[string]*faultproxy.Proxy) []soakFault {
 	return []soakFault{
 		{"kill primary", killPrimary(primaryStop)},
 		{"blackhole primary", blackholePrimary(primaryStop, proxies)},
@@ -110,19 +110,13 @@ func failPrimary(ctx context.Context, c *pgtest.Cluster, mode pgtest.StopMode) (
 // swallows every byte both ways, and connections stay open), then fails
 // it over as killPrimary does, and lets traffic through again once the old
 // primary has rejoined as a standby.
-func blackholePrimary(mode pgtest.StopMode, proxies map[string]*toxiproxy.Proxy) func(context.Context, *pgtest.Cluster, *rand.Rand) (string, error) {
-	return func(ctx context.Context, c *pgtest.Cluster, _ *rand.Rand) (what string, err error) {
+func blackholePrimary(mode pgtest.StopMode, proxies map[string]*faultproxy.Proxy) func(context.Context, *pgtest.Cluster, *rand.Rand) (string, error) {
+	return func(ctx context.Context, c *pgtest.Cluster, _ *rand.Rand) (string, error) {
 		old := c.Primary()
 		p := proxies[old.Name()]
-		if err := swallow(p); err != nil {
-			return "", err
-		}
-		defer func() {
-			if uerr := unswallow(ctx, p); err == nil {
-				err = uerr
-			}
-		}()
-		what, err = failPrimary(ctx, c, mode)
+		blackhole(p)
+		defer p.SetBlackhole(false)
+		what, err := failPrimary(ctx, c, mode)
 		return old.Name() + " blackholed; " + what, err
 	}
 }
@@ -229,11 +223,11 @@ func TestChaosSoak(t *testing.T) {
 	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
 	// The Pool reaches every node through a proxy, so that a node can be
 	// made to stop answering.
-	proxies := map[string]*toxiproxy.Proxy{}
+	proxies := map[string]*faultproxy.Proxy{}
 	var proxied []string
 	for _, n := range c.Nodes() {
 		proxies[n.Name()] = startProxy(t, n)
-		proxied = append(proxied, proxies[n.Name()].Listen)
+		proxied = append(proxied, proxies[n.Name()].Addr())
 	}
 	faults := soakFaults(primaryStop, proxies)
 	// Reads through the Reader are checked against the staleness bound;

@@ -76,7 +76,7 @@ next:
 			if key == "host" {
 				got = hostOf(p.attrs)
 			} else if v, ok := p.attrs.Value(attribute.Key(key)); ok {
-				got = v.Emit()
+				got = v.String()
 			}
 			if got != want {
 				continue next

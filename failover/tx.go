@@ -51,7 +51,7 @@ func (t *tx) decide(phase outcome.Phase, err error) error {
 	if callerDone && t.Tx.Conn().PgConn().IsClosed() {
 		t.callerGaveUp = true
 	}
-	err, f := outcome.Describe(err, phase, outcome.WriteOnce, t.p.picker.target)
+	f, err := outcome.Describe(err, phase, outcome.WriteOnce, t.p.picker.target)
 	f.CallerDone = callerDone || t.callerGaveUp
 	d := outcome.Decide(f)
 	if d.Mark {

@@ -84,7 +84,8 @@ func (m *model) fail(addr string, c Class) {
 	if h == nil {
 		return
 	}
-	state, role := h.state, h.role
+	var state State
+	role := h.role
 	switch c {
 	case Topology:
 		state, role = Healthy, RoleReplica
@@ -99,7 +100,7 @@ func (m *model) fail(addr string, c Class) {
 		m.outage = true
 		for j := range m.hosts {
 			o := &m.hosts[j]
-			remote := m.zone != "" && o.zone != "" && strings.ToLower(o.zone) != strings.ToLower(m.zone)
+			remote := m.zone != "" && o.zone != "" && !strings.EqualFold(o.zone, m.zone)
 			if o.addr != addr && o.state == Healthy && remote {
 				m.set(o, Unknown, o.role)
 			}
@@ -165,7 +166,7 @@ func (m *model) tier(h modelHost, target Target) Tier {
 		return TierSame
 	case h.zone == "":
 		return TierUnknown
-	case strings.ToLower(h.zone) == strings.ToLower(m.zone):
+	case strings.EqualFold(h.zone, m.zone):
 		return TierSame
 	}
 	return TierOther

@@ -1,9 +1,9 @@
 module github.com/pgfailover/pgfailover/examples/river
 
-go 1.26.8
+go 1.26.0
 
 require (
-	github.com/jackc/pgx/v5 v5.12.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/pgfailover/pgfailover v0.0.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2

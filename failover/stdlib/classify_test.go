@@ -46,7 +46,7 @@ func TestStatementPhase(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			phase, rule := statementPhase(tc.inTx, tc.query)
-			_, f := outcome.Describe(tc.err, phase, rule, hosthealth.TargetPrimary)
+			f, _ := outcome.Describe(tc.err, phase, rule, hosthealth.TargetPrimary)
 			f.CallerDone = tc.callerDone
 			if got := outcome.Decide(f).Verdict; got != tc.want {
 				t.Errorf("verdict = %v, want %v", got, tc.want)

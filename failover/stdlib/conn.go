@@ -17,19 +17,31 @@ import (
 	"github.com/pgfailover/pgfailover/internal/sqlclass"
 )
 
-// conn is pgx's stdlib connection with the Pool's statement-level
-// semantics on top: a statement cut off after it was sent comes back
-// wrapping failover.ErrCommitOutcomeUnknown (or, inside a transaction,
-// failover.ErrTxInterrupted), never as driver.ErrBadConn, and a
-// connection to a host that died or was demoted is retired before
-// database/sql uses it again.
+// Conn is the driver connection database/sql holds: pgx's stdlib
+// connection with the Pool's statement-level semantics on top. A statement
+// cut off after it was sent comes back wrapping
+// failover.ErrCommitOutcomeUnknown (or, inside a transaction,
+// failover.ErrTxInterrupted), never as driver.ErrBadConn, and a connection
+// to a host that died or was demoted is retired before database/sql uses
+// it again.
 //
-// Embedding keeps every optional interface pgx's connection implements
-// (Pinger, NamedValueChecker, ConnPrepareContext); the methods below are
-// the ones whose errors or checks change. The embedded field is named
-// pgxConn, not Conn, so that the method Conn, which conn.Raw's users call
-// as they do on pgx's connection, is not hidden by a field of that name.
-type conn struct {
+// It is what (*sql.Conn).Raw hands its function, under the same
+// name as pgx's, so that code written for pgx's stdlib works after the
+// import path alone is changed:
+//
+//	err := sqlConn.Raw(func(dc any) error {
+//		pc := dc.(*stdlib.Conn).Conn()
+//		_, err := pc.CopyFrom(ctx, pgx.Identifier{"t"}, cols, src)
+//		return err
+//	})
+//
+// Conn is made by the driver only; its zero value is not usable.
+type Conn struct {
+	// Embedding keeps every optional interface pgx's connection
+	// implements (Pinger, NamedValueChecker, ConnPrepareContext); the
+	// methods below are the ones whose errors or checks change. The field
+	// is named pgxConn, not Conn, so that the method Conn is not hidden by
+	// a field of that name.
 	*pgxConn
 	// usable is the primary-following pgxpool's PrepareConn: the peek, the
 	// role and the host's state, without I/O beyond one peek syscall.
@@ -48,7 +60,7 @@ type conn struct {
 }
 
 // pgxConn is pgx's stdlib connection, under a name of its own for the
-// embedded field (see conn).
+// embedded field (see Conn).
 type pgxConn = pgxstdlib.Conn
 
 var _ interface {
@@ -61,23 +73,16 @@ var _ interface {
 	driver.NamedValueChecker
 	driver.SessionResetter
 	driver.Validator
-} = (*conn)(nil)
+} = (*Conn)(nil)
 
 // Conn returns the *pgx.Conn under the connection, for what only pgx does
-// (COPY, LISTEN, pgx's own types) inside database/sql's conn.Raw:
-//
-//	err := sqlConn.Raw(func(dc any) error {
-//		pc := dc.(interface{ Conn() *pgx.Conn }).Conn()
-//		_, err := pc.CopyFrom(ctx, pgx.Identifier{"t"}, cols, src)
-//		return err
-//	})
-//
-// The assertion holds for pgx's own stdlib connection too. What runs on
-// the *pgx.Conn is pgx's alone: no failover meaning is given to its errors.
-func (c *conn) Conn() *pgx.Conn { return c.pgxConn.Conn() }
+// (COPY, LISTEN, pgx's own types) inside (*sql.Conn).Raw. What
+// runs on the *pgx.Conn is pgx's alone: no failover meaning is given to
+// its errors, and nothing on it is retried.
+func (c *Conn) Conn() *pgx.Conn { return c.pgxConn.Conn() }
 
 // Close gives the connection back to its pgxpool.
-func (c *conn) Close() error {
+func (c *Conn) Close() error {
 	err := c.pgxConn.Close()
 	if c.owner != nil {
 		c.owner.release()
@@ -89,10 +94,10 @@ func (c *conn) Close() error {
 // held: its statements then fail with failover.ErrClosed (the Pool is
 // closing), and only cleanup (Rollback, closing rows and statements, Close)
 // still runs.
-func (c *conn) ended() bool { return c.owner != nil && c.owner.closing.Load() }
+func (c *Conn) ended() bool { return c.owner != nil && c.owner.closing.Load() }
 
 // Ping checks the connection as pgx's does.
-func (c *conn) Ping(ctx context.Context) error {
+func (c *Conn) Ping(ctx context.Context) error {
 	if c.ended() {
 		return failover.ErrClosed
 	}
@@ -100,7 +105,7 @@ func (c *conn) Ping(ctx context.Context) error {
 }
 
 // ExecContext runs query and names what a failure means for the caller.
-func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+func (c *Conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if c.ended() {
 		return nil, failover.ErrClosed
 	}
@@ -111,7 +116,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 
 // QueryContext runs query; a failure before its first row, or while its
 // rows are read, is named as for ExecContext.
-func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+func (c *Conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if c.ended() {
 		return nil, failover.ErrClosed
 	}
@@ -124,10 +129,15 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	return &c.rows, nil
 }
 
+// Prepare is PrepareContext without a context.
+func (c *Conn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
 // PrepareContext returns a statement whose Exec and Query go through c,
 // so that they get the same meaning. pgx runs a statement prepared under
 // its own text when given that text again.
-func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+func (c *Conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	if c.ended() {
 		return nil, failover.ErrClosed
 	}
@@ -136,6 +146,11 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 		return nil, err
 	}
 	return &stmt{Stmt: s.(*pgxstdlib.Stmt), c: c, query: query}, nil
+}
+
+// Begin is BeginTx with the default options and no context.
+func (c *Conn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 
 // BeginTx begins a transaction whose Commit reports an unknown outcome
@@ -148,7 +163,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 // on another connection, which goes to the new primary. The caller's
 // context ending is returned as is, and so is an error the server answered
 // BEGIN with on a connection that stays open.
-func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+func (c *Conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if c.ended() {
 		return nil, failover.ErrClosed
 	}
@@ -165,7 +180,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 // ResetSession runs pgx's checks (closed, open transaction, a ping after a
 // second idle) and then the Pool's: database/sql takes another connection,
 // having sent nothing on this one, when it returns driver.ErrBadConn.
-func (c *conn) ResetSession(ctx context.Context) error {
+func (c *Conn) ResetSession(ctx context.Context) error {
 	if c.ended() {
 		return driver.ErrBadConn
 	}
@@ -186,7 +201,7 @@ func (c *conn) ResetSession(ctx context.Context) error {
 // destroyed. It costs no system call: database/sql calls it after every
 // statement, and the peek runs before the connection is used again
 // (ResetSession, or pgxpool's own check).
-func (c *conn) IsValid() bool {
+func (c *Conn) IsValid() bool {
 	pc := c.Conn().PgConn()
 	if pc.IsClosed() || c.ended() {
 		return false
@@ -201,7 +216,7 @@ type before struct {
 	inTx bool // a transaction was open (begun by BeginTx or by the SQL)
 }
 
-func (c *conn) state() before {
+func (c *Conn) state() before {
 	pc := c.Conn().PgConn()
 	return before{open: !pc.IsClosed(), inTx: pc.TxStatus() != 'I'}
 }
@@ -210,7 +225,7 @@ func (c *conn) state() before {
 // return for it; at is the connection's state before query was sent.
 // driver.ErrBadConn, when nothing was sent, and anything the server
 // answered, pass through unchanged.
-func (c *conn) meaning(ctx context.Context, query string, at before, err error) error {
+func (c *Conn) meaning(ctx context.Context, query string, at before, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -221,12 +236,13 @@ func (c *conn) meaning(ctx context.Context, query string, at before, err error) 
 			return err
 		}
 		// pgx's stdlib returns driver.ErrBadConn for every error pgconn
-		// calls safe to retry, and pgconn's "conn closed" is one of them.
-		// But pgconn also returns it when the connection broke while the
-		// answer to a statement already sent was being read (pgx v5.12,
-		// measured: an INSERT cut by an immediate shutdown or by
-		// pg_terminate_backend). An open connection that is closed after
-		// the call is that case: the statement may have run.
+		// calls safe to retry. Up to pgx v5.12 that included the "conn
+		// closed" of a connection that broke while the answer to a
+		// statement already sent was being read (measured: an INSERT cut
+		// by an immediate shutdown or by pg_terminate_backend); v5.13 no
+		// longer marks it so. The rule here does not rest on that
+		// marking: an open connection that pgx closed during the call may
+		// have sent the statement, which may have run.
 		err = errLostInFlight
 	}
 	phase, rule := statementPhase(at.inTx, query)
@@ -241,7 +257,7 @@ var errLostInFlight = fmt.Errorf("the connection closed with the statement in fl
 // addr is host:port of c's server, for errors (never credentials). It is
 // computed only when an error needs it: formatting it costs allocations
 // that every statement would pay. A closed connection keeps its address.
-func (c *conn) addr() string {
+func (c *Conn) addr() string {
 	if nc := c.Conn().PgConn().Conn(); nc != nil {
 		if a := nc.RemoteAddr(); a != nil {
 			return a.String()
@@ -251,7 +267,7 @@ func (c *conn) addr() string {
 }
 
 // closed reports whether pgx has closed c's connection.
-func (c *conn) closed() bool { return c.Conn().IsClosed() }
+func (c *Conn) closed() bool { return c.Conn().IsClosed() }
 
 // statementPhase is where a statement failed, for outcome.Decide: inside
 // a transaction (a transaction control statement sent as SQL counts as
@@ -274,11 +290,11 @@ func statementPhase(inTx bool, query string) (outcome.Phase, outcome.Rule) {
 // failover.ErrTxInterrupted, naming the host, or err as is. The driver has
 // no say in the host's health: the Pool's probes and its check before each
 // use of a connection see what this connection saw.
-func (c *conn) decide(phase outcome.Phase, rule outcome.Rule, callerDone bool, err error) error {
+func (c *Conn) decide(phase outcome.Phase, rule outcome.Rule, callerDone bool, err error) error {
 	if err == nil {
 		return nil
 	}
-	err, f := outcome.Describe(err, phase, rule, c.target)
+	f, err := outcome.Describe(err, phase, rule, c.target)
 	f.CallerDone = callerDone
 	switch outcome.Decide(f).Verdict {
 	case outcome.FailUnknown:
@@ -290,11 +306,11 @@ func (c *conn) decide(phase outcome.Phase, rule outcome.Rule, callerDone bool, e
 }
 
 // rows names a failure met while reading the rows of a query, as
-// conn.QueryContext does for one met before the first row. Embedding keeps
+// Conn.QueryContext does for one met before the first row. Embedding keeps
 // pgx's column type interfaces.
 type rows struct {
 	*pgxstdlib.Rows
-	c     *conn
+	c     *Conn
 	ctx   context.Context
 	query string
 	at    before
@@ -304,17 +320,22 @@ func (r *rows) Next(dest []driver.Value) error {
 	if r.c.ended() {
 		return failover.ErrClosed
 	}
-	err := r.Rows.Next(dest)
+	return r.named(r.Rows.Next(dest))
+}
+
+// named gives err, met while reading the next row, the meaning a failure
+// of the query has; the end of the rows passes through.
+func (r *rows) named(err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
 	return r.c.meaning(r.ctx, r.query, r.at, err)
 }
 
-// stmt is pgx's prepared statement, run through its conn.
+// stmt is pgx's prepared statement, run through its Conn.
 type stmt struct {
 	*pgxstdlib.Stmt
-	c     *conn
+	c     *Conn
 	query string
 }
 
@@ -330,7 +351,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 // transaction may or may not have committed.
 type tx struct {
 	driver.Tx
-	c *conn
+	c *Conn
 }
 
 func (t *tx) Commit() error {

@@ -34,22 +34,46 @@
 // finishes closing when the last of them is closed; that last Close waits
 // for it, so no goroutine of the Pool outlives the connections.
 //
-// # pgx underneath: conn.Raw
+// # pgx underneath: (*sql.Conn).Raw
 //
-// Inside database/sql's conn.Raw, the driver connection has the method
-// Conn() *pgx.Conn, for what only pgx does (COPY FROM, LISTEN, pgx's
-// types). pgx's documented assertion, c.(*stdlib.Conn), names pgx's own
-// type and does not hold here; assert the method, which holds for both
-// drivers:
+// Inside (*sql.Conn).Raw, the driver connection is a *Conn, whose method
+// Conn returns the *pgx.Conn, for what only pgx does (COPY FROM, LISTEN,
+// pgx's types). The type has the name pgx's stdlib gives its own, so pgx's
+// documented assertion holds after the import path alone is changed:
 //
 //	err := sqlConn.Raw(func(c any) error {
-//		pc := c.(interface{ Conn() *pgx.Conn }).Conn()
+//		pc := c.(*stdlib.Conn).Conn()
 //		_, err := pc.CopyFrom(ctx, pgx.Identifier{"items"}, []string{"id"}, rows)
 //		return err
 //	})
 //
 // What runs on that *pgx.Conn is pgx's alone: its errors get no failover
 // meaning, and nothing on it is retried.
+//
+// # Prepared statements
+//
+// OpenDB and OpenReaderDB keep no idle connection in database/sql
+// (SetMaxIdleConns(0), as pgx's OpenDBFromPool does): when a call ends,
+// database/sql closes its driver connection, which goes back to the
+// pgxpool, and closes with it the statements prepared on it, which pgx
+// deallocates on the server. So a statement from db.PrepareContext is not
+// left prepared in any session: a later query, even on the same server
+// session, finds no trace of it in pg_prepared_statements. The *sql.Stmt
+// still works on whichever host the Pool picks: database/sql prepares it
+// again on the connection of each use, and it is deallocated when that
+// use ends: two round trips more per use (the prepare and the
+// deallocation) than a statement kept prepared. Code that expects a
+// statement prepared through the DB in pg_prepared_statements of the
+// session its next query runs on finds none. To keep a statement prepared
+// across calls, prepare it on a *sql.Conn and hold the Conn, or run the
+// query through the Pool, where pgx caches prepared statements per
+// connection by default.
+//
+// Through sql.Open, database/sql keeps idle connections (two by default,
+// see DB.SetMaxIdleConns), and a statement stays prepared on an idle
+// connection until its last *sql.Stmt is closed, as with pgx's driver;
+// those idle connections pass the Pool's checks again before reuse (see
+// below).
 //
 // # What fails over
 //
@@ -104,17 +128,18 @@
 // answers BEGIN with FATAL 57P01): db.BeginTx then begins again on another
 // connection, on the new primary, as the Pool's Begin does.
 //
-// pgx's stdlib alone is not enough for that promise. It returns
-// driver.ErrBadConn for every error pgconn marks safe to retry, and in pgx
-// v5.12 pgconn's "conn closed" is one of them; but pgconn also returns it
+// pgx's stdlib returns driver.ErrBadConn for every error pgconn marks
+// safe to retry. Up to pgx v5.12, pgconn marked so its "conn closed" also
 // when the connection broke while the answer to a statement already sent
-// was being read. Measured against PostgreSQL 15: an INSERT waiting on a
-// lock when the server was killed, and one waiting for a synchronous
-// standby when its session was terminated, both came back from pgx's
-// stdlib as driver.ErrBadConn, and database/sql ran them again (the second
-// one failed with a duplicate key: the first had committed). This driver
-// turns driver.ErrBadConn from a connection that was open before the call
-// and closed after it into ErrCommitOutcomeUnknown (or ErrTxInterrupted).
+// was being read. Measured against PostgreSQL 15 with v5.12: an INSERT
+// waiting on a lock when the server was killed, and one waiting for a
+// synchronous standby when its session was terminated, both came back from
+// pgx's stdlib as driver.ErrBadConn, and database/sql ran them again (the
+// second one failed with a duplicate key: the first had committed). pgx
+// v5.13 no longer marks that error safe to retry. This driver does not
+// rest on the marking: it turns driver.ErrBadConn from a connection that
+// was open before the call and closed after it into
+// ErrCommitOutcomeUnknown (or ErrTxInterrupted).
 //
 // # Registration
 //

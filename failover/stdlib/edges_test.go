@@ -138,18 +138,32 @@ func TestBeginTxOnTerminatedConnection(t *testing.T) {
 	}
 }
 
-// TestRawReachesThePgxConn: inside conn.Raw the driver connection answers
-// Conn() *pgx.Conn, as pgx's own stdlib connection does, for what only pgx
-// can do: COPY FROM and LISTEN.
+// TestRawReachesThePgxConn: inside conn.Raw the driver connection is a
+// *stdlib.Conn, the name pgx's stdlib gives its own, whose Conn() is the
+// *pgx.Conn, for what only pgx can do: COPY FROM and LISTEN. So code
+// written for pgx's driver holds after its import path alone is changed.
+// Both ways in, sql.Open and OpenDB, hand out the same type.
 func TestRawReachesThePgxConn(t *testing.T) {
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{})
-	db, err := sql.Open(stdlib.DriverName, c.ConnString(""))
+	sqlOpen, err := sql.Open(stdlib.DriverName, c.ConnString(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE items (id int)"); err != nil {
+	defer sqlOpen.Close()
+	for _, tt := range []struct {
+		name string
+		db   *sql.DB
+	}{
+		{"sql.Open", sqlOpen},
+		{"OpenDB", openDB(t, ctx, c.ConnString(""))},
+	} {
+		t.Run(tt.name, func(t *testing.T) { rawReachesThePgxConn(t, ctx, tt.db) })
+	}
+}
+
+func rawReachesThePgxConn(t *testing.T, ctx context.Context, db *sql.DB) {
+	if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS items; CREATE TABLE items (id int)"); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := db.Conn(ctx)
@@ -159,11 +173,12 @@ func TestRawReachesThePgxConn(t *testing.T) {
 	defer conn.Close()
 
 	err = conn.Raw(func(dc any) error {
-		pc, ok := dc.(interface{ Conn() *pgx.Conn })
+		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
-			t.Fatalf("the driver connection %T has no Conn() *pgx.Conn", dc)
+			t.Fatalf("the driver connection is a %T, not a *stdlib.Conn", dc)
 		}
-		n, err := pc.Conn().CopyFrom(ctx, pgx.Identifier{"items"}, []string{"id"},
+		pc := sc.Conn()
+		n, err := pc.CopyFrom(ctx, pgx.Identifier{"items"}, []string{"id"},
 			pgx.CopyFromRows([][]any{{1}, {2}, {3}}))
 		if err != nil {
 			return err
@@ -171,7 +186,7 @@ func TestRawReachesThePgxConn(t *testing.T) {
 		if n != 3 {
 			t.Errorf("COPY FROM wrote %d rows, want 3", n)
 		}
-		_, err = pc.Conn().Exec(ctx, "LISTEN items")
+		_, err = pc.Exec(ctx, "LISTEN items")
 		return err
 	})
 	if err != nil {
@@ -188,7 +203,7 @@ func TestRawReachesThePgxConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = conn.Raw(func(dc any) error {
-		n, err := dc.(interface{ Conn() *pgx.Conn }).Conn().WaitForNotification(ctx)
+		n, err := dc.(*stdlib.Conn).Conn().WaitForNotification(ctx)
 		if err == nil && n.Payload != "copied" {
 			t.Errorf("notified %q, want copied", n.Payload)
 		}

@@ -57,7 +57,7 @@ func OpenReaderDB(pool *failover.Pool) *sql.DB {
 }
 
 // connector returns a connector over pool's PgxPool whose connections
-// carry the Pool's statement-level semantics (see conn).
+// carry the Pool's statement-level semantics (see Conn).
 func connector(pool *failover.Pool) driver.Connector {
 	return newConnector(pool, pool.PgxPool(), pool.Config().Target)
 }
@@ -80,12 +80,12 @@ func newConnector(pool *failover.Pool, pp *pgxpool.Pool, target hosthealth.Targe
 	}
 }
 
-// poolConnector wraps each of pgx's connections in a conn.
+// poolConnector wraps each of pgx's connections in a Conn.
 type poolConnector struct {
 	inner driver.Connector
 	// usable is the check pgxpool runs before it hands out an idle
 	// connection (the peek, the role, the host's state, and the user's
-	// own PrepareConn); conn runs it again before database/sql reuses one.
+	// own PrepareConn); Conn runs it again before database/sql reuses one.
 	usable func(context.Context, *pgx.Conn) (bool, error)
 	target hosthealth.Target
 
@@ -106,7 +106,7 @@ func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	for attempt := 1; ; attempt++ {
 		dc, err := c.inner.Connect(ctx)
 		if err == nil {
-			return &conn{pgxConn: dc.(*pgxstdlib.Conn), usable: c.usable, target: c.target}, nil
+			return &Conn{pgxConn: dc.(*pgxstdlib.Conn), usable: c.usable, target: c.target}, nil
 		}
 		if attempt >= c.attempts || !hostRefused(err) {
 			return nil, err
@@ -165,7 +165,7 @@ type dsnConnector struct {
 	cfg *failover.Config
 
 	// closing is set by Close; every statement of the connections reads
-	// it, without mu (see conn.ended).
+	// it, without mu (see Conn.ended).
 	closing atomic.Bool
 
 	// mu guards the fields below. No I/O while held: the Pool is created
@@ -209,7 +209,7 @@ func (c *dsnConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		c.release()
 		return nil, err
 	}
-	cn := dc.(*conn)
+	cn := dc.(*Conn)
 	cn.owner = c
 	return cn, nil
 }

@@ -78,9 +78,9 @@ type Failure struct {
 }
 
 // Describe reads what err says for the decision on a statement in phase
-// with rule, on a call for target. It returns the error to report: a
+// with rule, on a call for target. It also returns the error to report: a
 // *ByChoiceError is unwrapped.
-func Describe(err error, phase Phase, rule Rule, target hosthealth.Target) (error, Failure) {
+func Describe(err error, phase Phase, rule Rule, target hosthealth.Target) (Failure, error) {
 	f := Failure{Phase: phase, Class: hosthealth.Classify(err), Rule: rule, TakesReads: target.Accepts(hosthealth.RoleReplica)}
 	if bc, ok := err.(*ByChoiceError); ok {
 		err, f.ByChoice = bc.Err, true
@@ -89,7 +89,7 @@ func Describe(err error, phase Phase, rule Rule, target hosthealth.Target) (erro
 	_, f.Answered = errors.AsType[*pgconn.PgError](err)
 	_, notSent := errors.AsType[*NotSentError](err)
 	f.DidNotRun = notSent || hosthealth.DidNotRun(err)
-	return err, f
+	return f, err
 }
 
 // ByChoiceError marks a 25006 (read-only transaction) that the

@@ -196,7 +196,7 @@ func TestDescribe(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			report, got := Describe(r.err, Call, WriteOnce, r.target)
+			got, report := Describe(r.err, Call, WriteOnce, r.target)
 			if got != r.want {
 				t.Errorf("Describe = %+v, want %+v", got, r.want)
 			}
@@ -277,7 +277,7 @@ func TestDecidePaths(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			_, f := Describe(r.err, r.phase, r.rule, hosthealth.TargetPrimary)
+			f, _ := Describe(r.err, r.phase, r.rule, hosthealth.TargetPrimary)
 			f.CallerDone = r.callerDone
 			f.MaxAttempts, f.TimeLeft = 8, true
 			d := Decide(f)

@@ -1,44 +1,19 @@
 package failover_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
-
-// addToxic adds a toxic to the proxy and returns a function that removes
-// it; the test removes it at its end at the latest.
-func addToxic(t *testing.T, p *toxiproxy.Proxy, name, typ, stream, attrs string) (remove func()) {
-	t.Helper()
-	js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"attributes":%s}`, name, typ, stream, attrs)
-	if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	remove = func() {
-		once.Do(func() {
-			if err := p.Toxics.RemoveToxic(context.Background(), name); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(remove)
-	return remove
-}
 
 // hostState is the state of the host at addr as the Pool's target sees it.
 func hostState(t *testing.T, pool *failover.Pool, addr string) hosthealth.State {
@@ -111,18 +86,17 @@ func TestLatencyIsNotAFailure(t *testing.T) {
 	})
 
 	// 100 ms each way: 200 ms more per round trip.
-	addToxic(t, proxy, "latency-down", "latency", "downstream", `{"latency":100}`)
-	addToxic(t, proxy, "latency-up", "latency", "upstream", `{"latency":100}`)
+	proxy.SetLatency(100 * time.Millisecond)
 	t0 := time.Now()
 	var states []hosthealth.State
 	waitUntil(t, 90*time.Second, "calls under latency", func() bool {
-		states = append(states, hostState(t, pool, proxy.Listen))
+		states = append(states, hostState(t, pool, proxy.Addr()))
 		r, w := done(t0)
 		return r >= 30 && w >= 30
 	})
 	writers.stop()
 	readers.stop()
-	states = append(states, hostState(t, pool, proxy.Listen))
+	states = append(states, hostState(t, pool, proxy.Addr()))
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -142,7 +116,7 @@ func TestLatencyIsNotAFailure(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls; under latency the fastest took %v, the slowest %v; %d state samples", len(calls), fastest, slowest, len(states))
-	// Every call started after the toxics needs one round trip at least.
+	// Every call started after the latency needs one round trip at least.
 	if fastest < 190*time.Millisecond {
 		t.Errorf("a call under 200 ms of added round trip took %v: the latency did not apply", fastest)
 	}
@@ -155,76 +129,6 @@ func TestLatencyIsNotAFailure(t *testing.T) {
 	}
 }
 
-// resetProxy is a TCP proxy that resets every connection through it at
-// once, with a TCP RST each way. toxiproxy cannot do this to a connection
-// with bytes in flight: its reset_peer toxic sends a RST only on
-// connections opened after the toxic, and a link cut while data flows
-// leaves its goroutines blocked on channels, which goleak reports.
-type resetProxy struct {
-	ln       net.Listener
-	upstream string
-	wg       sync.WaitGroup
-
-	mu    sync.Mutex // guards conns; no I/O while held
-	conns []*net.TCPConn
-}
-
-// startResetProxy proxies a local address to upstream until the test ends.
-func startResetProxy(t *testing.T, upstream string) *resetProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &resetProxy{ln: ln, upstream: upstream}
-	p.wg.Go(p.accept)
-	t.Cleanup(func() {
-		ln.Close()
-		p.reset()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *resetProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *resetProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		u, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c.(*net.TCPConn), u.(*net.TCPConn))
-		p.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-		}
-		p.wg.Go(func() { pipe(u, c) })
-		p.wg.Go(func() { pipe(c, u) })
-	}
-}
-
-// reset closes every connection through the proxy with a TCP RST, as a
-// middlebox or a peer's kernel would, discarding what was not delivered.
-func (p *resetProxy) reset() {
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = nil
-	p.mu.Unlock()
-	for _, c := range conns {
-		c.SetLinger(0)
-		c.Close()
-	}
-}
-
 // A connection reset in the middle of a result: the rows end with an error
 // naming the host, and rows of a second execution are never appended. A
 // reset before the first row reaches the caller is replayed, and the
@@ -233,10 +137,10 @@ func TestConnectionReset(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
-	proxy := startResetProxy(t, c.Primary().Addr())
+	proxy := startProxy(t, c.Primary())
 	// target=any: the replica could run the read again, and must not once
 	// a row was delivered. Probes only at New and while a call waits.
-	dsn := strings.Replace(c.ConnString("target=any&health_probe_interval=1h"), c.Primary().Addr(), proxy.addr(), 1)
+	dsn := strings.Replace(c.ConnString("target=any&health_probe_interval=1h"), c.Primary().Addr(), proxy.Addr(), 1)
 
 	t.Run("mid-row", func(t *testing.T) {
 		pool := newPool(t, ctx, dsn)
@@ -258,7 +162,7 @@ func TestConnectionReset(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(got) == 0 {
-				proxy.reset()
+				proxy.Reset()
 			}
 			got = append(got, g)
 		}
@@ -269,8 +173,8 @@ func TestConnectionReset(t *testing.T) {
 			t.Fatalf("the rows ended without an error after %d of %d rows", len(got), total)
 		}
 		var he *failover.HostError
-		if !errors.As(err, &he) || he.Addr != proxy.addr() {
-			t.Errorf("error %v does not name the reset host %s", err, proxy.addr())
+		if !errors.As(err, &he) || he.Addr != proxy.Addr() {
+			t.Errorf("error %v does not name the reset host %s", err, proxy.Addr())
 		}
 		if errors.Is(err, failover.ErrCommitOutcomeUnknown) {
 			t.Errorf("a read reported as of unknown commit outcome: %v", err)
@@ -294,7 +198,7 @@ func TestConnectionReset(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			whenExecuting(t, ctx, c.Primary(), marker, func(*pgx.Conn, int32) error {
-				proxy.reset()
+				proxy.Reset()
 				return nil
 			})
 		})
