@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
@@ -127,8 +128,9 @@ func hostStat(t *testing.T, pool *failover.Pool, addr string) failover.HostStat 
 // until stopped, and keeps the outcome of every write.
 type writer struct {
 	*loop
-	pool *failover.Pool
-	next atomic.Int64
+	pool   *failover.Pool
+	next   atomic.Int64
+	ledger failovertest.Ledger[int64] // what every write returned, for checkAcked
 
 	mu     sync.Mutex // guards the fields below
 	acked  []int64
@@ -159,6 +161,7 @@ func (w *writer) errCount() int {
 func (w *writer) write(ctx context.Context) {
 	id := w.next.Add(1)
 	_, err := w.pool.Exec(ctx, "INSERT INTO writes (id) VALUES ($1)", id)
+	w.ledger.Record(id, err)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil {
