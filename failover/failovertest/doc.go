@@ -42,6 +42,10 @@
 //     SIGSTOP, as a machine that hangs: nothing answers, nothing is closed.
 //   - Node.PauseReplay and Node.ResumeReplay: a standby that lags on
 //     demand.
+//   - With the Proxies option, a TCP proxy stands in front of each server
+//     and the application connects through it: Node.SetBlackhole cuts the
+//     network to a server that runs on, Node.SetLatency slows it down,
+//     Node.ResetConnections resets every connection to it.
 //
 // # Servers
 //

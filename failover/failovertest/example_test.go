@@ -158,3 +158,37 @@ func ExampleNode_Freeze() {
 	}
 	fmt.Println(cluster.Primary() != old)
 }
+
+// A network partition between the application and the primary: the
+// server runs on, but nothing reaches it. The Pool judges it silent after
+// health_probe_timeout; here a replica is promoted and the old primary,
+// still unreachable, is stopped, as a failover manager fences it.
+func ExampleNode_SetBlackhole() {
+	ctx := context.Background()
+	cluster, err := failovertest.New(ctx, failovertest.Proxies())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cluster.Close()
+	pool, err := failover.New(ctx, cluster.ConnString("health_probe_timeout=1s"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	old := cluster.Primary()
+	if err := old.SetBlackhole(true); err != nil {
+		log.Fatal(err)
+	}
+	if err := old.Crash(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := cluster.Promote(ctx, cluster.Replicas()[0]); err != nil {
+		log.Fatal(err)
+	}
+	var node string
+	if err := pool.QueryRow(ctx, "SHOW cluster_name").Scan(&node); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(node == cluster.Primary().Name())
+}
