@@ -77,10 +77,21 @@
 //
 // # Roles
 //
-// The harness decides who is primary, not a failover manager: node 0
-// first, then whoever a fault promoted. Cluster.Primary reports it, even
-// while it is down after CrashPrimary. A program that wants a real
-// failover manager's timing (leader lease, automatic rejoin) is better
-// served by a Patroni cluster; this package gives the test the decision,
-// so that a failure is reproducible.
+// In a Cluster the harness decides who is primary, not a failover
+// manager: node 0 first, then whoever a fault promoted. Cluster.Primary
+// reports it, even while it is down after CrashPrimary. The test chooses
+// when a promotion happens and which standby it promotes, so a failure is
+// reproducible.
+//
+// # Patroni
+//
+// StartPatroni runs a real Patroni cluster instead (one etcd, a Patroni
+// per server), where Patroni decides who leads, when and how the old
+// leader comes back, with its own timing: PatroniCluster.Switchover asks
+// for a planned switchover, CrashLeader kills the leader's server and
+// LoseLeader its whole machine, and each returns once the new leader
+// accepts writes; WaitHealthy waits until every member streams again. Its
+// APIURLs serve the Pool's patroni_api_urls. It needs the patroni,
+// patronictl and etcd programs, installed like PostgreSQL's when missing,
+// and takes some seconds to start.
 package failovertest

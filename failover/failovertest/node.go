@@ -66,10 +66,16 @@ func (n *Node) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	if err != nil {
 		return nil, err
 	}
+	return queryOwning(ctx, conn, n.Name(), sql, args)
+}
+
+// queryOwning runs a query on conn, which the rows then own: closing them
+// closes it. On error conn is closed at once.
+func queryOwning(ctx context.Context, conn *pgx.Conn, name, sql string, args []any) (pgx.Rows, error) {
 	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
 		_ = conn.Close(context.Background())
-		return nil, fmt.Errorf("failovertest: %s: %w", n.Name(), err)
+		return nil, fmt.Errorf("failovertest: %s: %w", name, err)
 	}
 	return &connRows{Rows: rows, conn: conn}, nil
 }
