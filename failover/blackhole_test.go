@@ -14,7 +14,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
@@ -214,7 +213,7 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 	}
 
 	// Every acknowledged write reached the promoted standby, exactly once.
-	var ledger failovertest.Ledger[int64]
+	var ledger writeLedger
 	for _, w := range writes {
 		ledger.Record(w.id, w.err)
 	}

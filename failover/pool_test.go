@@ -124,13 +124,17 @@ func hostStat(t *testing.T, pool *failover.Pool, addr string) failover.HostStat 
 	return failover.HostStat{}
 }
 
+// writeLedger records what each write of an id returned, and checks the
+// table of the writes against it.
+type writeLedger = failovertest.Ledger[int64]
+
 // writer inserts increasing ids through the pool from several goroutines
 // until stopped, and keeps the outcome of every write.
 type writer struct {
 	*loop
 	pool   *failover.Pool
 	next   atomic.Int64
-	ledger failovertest.Ledger[int64] // what every write returned, for checkAcked
+	ledger writeLedger // what every write returned, for checkAcked
 
 	mu     sync.Mutex // guards the fields below
 	acked  []int64
