@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
-	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.21.1

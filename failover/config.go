@@ -13,29 +13,27 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
-// Defaults. ParseConfig is the only place that applies them.
+// Defaults. ParseConfig is the only place that applies them. Those of the
+// patroni_*, fallback_* and query_wait_timeout keys are the patroni
+// package's (patroni.DefaultRefreshInterval and the rest), written there
+// once for the Pool and for callers of that package alike.
 const (
-	defaultMaxAttempts            = 8
-	defaultMaxDuration            = 30 * time.Second
-	defaultBackoffInitial         = 50 * time.Millisecond
-	defaultBackoffMax             = time.Second
-	defaultHealthProbeInterval    = time.Second
-	defaultHealthProbeTimeout     = 3 * time.Second
-	defaultHealthProbeWaitMax     = 50 * time.Millisecond
-	defaultPinAfterWrite          = time.Second
-	defaultMaxLag                 = 0
-	defaultReplicaWait            = 20 * time.Millisecond
-	defaultPatroniRefresh         = 3 * time.Second
-	defaultFallbackConnectTimeout = 5 * time.Second
-	defaultFallbackCooldown       = 30 * time.Second
-	defaultFallbackLifetime       = 30 * time.Second
-	defaultQueryWaitTimeout       = 5 * time.Second
+	defaultMaxAttempts         = 8
+	defaultMaxDuration         = 30 * time.Second
+	defaultBackoffInitial      = 50 * time.Millisecond
+	defaultBackoffMax          = time.Second
+	defaultHealthProbeInterval = time.Second
+	defaultHealthProbeTimeout  = 3 * time.Second
+	defaultHealthProbeWaitMax  = 50 * time.Millisecond
+	defaultPinAfterWrite       = time.Second
+	defaultMaxLag              = 0
+	defaultReplicaWait         = 20 * time.Millisecond
 
 	// defaultConnectTimeout bounds each connection attempt (dial, TLS and
 	// startup, per host) when nothing sets connect_timeout. Without it pgconn
@@ -81,8 +79,9 @@ const (
 // derived for the string's first host, each host gets its own (under
 // sslmode=verify-full, the name its certificate is checked against); any
 // other ServerName set in code is used for every host. A TLSConfig set to nil dials without TLS, as in
-// pgx. The fallback attempts sslmode gives (the plain one of prefer, the
-// TLS one of allow) stay as ParseConfig derived them.
+// pgx. The later TLS variants sslmode gives (pgconn's Fallbacks: the plain
+// attempt of prefer, the TLS one of allow) stay as ParseConfig derived
+// them.
 //
 // Hooks: BeforeConnect, AfterRelease, BeforeClose and ShouldPing reach
 // every host's pool unchanged (BeforeConnect also runs before the Pool's

@@ -61,6 +61,7 @@ type connectChain struct {
 	firstSocket atomic.Bool
 
 	current *hostPool // the host of the attempt under way, nil between attempts
+	since   uint64    // current's epoch when its last dial began (hostPool.epoch)
 	round   int       // the round of the entries the attempt uses, -1 until one is dialled
 	reached bool      // the attempt's dial worked
 	refused bool      // the attempt's server was in the wrong role
@@ -142,10 +143,13 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 			// gave pgconn other addresses): the host is unknown.
 			return errors.New("pgfailover: a new connection reached a server outside the Pool's hosts")
 		}
-		if err := p.checkRole(ctx, h, conn, target); err != nil {
+		if err := p.checkRole(ctx, h, conn, target, ch.since); err != nil {
 			// pgconn closes the session and the chain goes on. A wrong
-			// role was recorded by checkRole and costs no attempt.
+			// role was recorded by checkRole, and a login older than the
+			// host's latest failure found the host marked already: neither
+			// costs an attempt.
 			_, ch.refused = errors.AsType[*hosthealth.RoleError](err)
+			ch.refused = ch.refused || err == errFailedWhileConnecting
 			return err
 		}
 		stateOf(conn).host = h
@@ -230,6 +234,7 @@ func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net
 		return nil, &errPassedOver{addr: e.h.addr}
 	}
 	ch.round = e.round
+	ch.since = e.h.epoch()
 	conn, err := ch.dial(ctx, network, addr)
 	if err == nil {
 		ch.reached = true

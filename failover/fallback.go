@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 var _ steerer = (*localFirst)(nil)
@@ -261,6 +261,7 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 		}
 	}
 	cfg.DialFunc = h.socks.DialFunc(cfg.DialFunc, false)
+	since := h.epoch()
 	conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 	if err != nil {
 		return err
@@ -270,7 +271,9 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 	if err != nil {
 		return err
 	}
-	p.roleSeen(h, role)
+	if !p.roleSeen(h, role, since) {
+		return errFailedWhileConnecting
+	}
 	if !p.cfg.Target.Accepts(role) {
 		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: p.cfg.Target}
 	}

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // TestTopologyHintProbesTheNewPrimary: when the topology source names a

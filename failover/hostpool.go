@@ -71,8 +71,9 @@ type hostPool struct {
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
 	server    serverAttrs        // the host's attributes on metric points
 	// failures counts the failover events the Pool recorded on the host
-	// (observeFailure): a login begun before the latest is older news than
-	// it, and its connection is refused (buildPool).
+	// (observeFailure): it is the host's epoch. An observation of the host
+	// (a probe's answer, a login, a role) that began before the latest
+	// failure is older news than it and is dropped (stale).
 	failures atomic.Uint64
 	// opening says that connections to the host, a standby, are being
 	// opened ahead of its promotion; readied is how many were opened for
@@ -134,28 +135,15 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 		// cc is this connection's own copy: its sockets, and its cancel
 		// requests, are counted as the host's.
 		cc.DialFunc = p.noteRefusedDial(hp, hp.socks.DialFunc(cc.DialFunc, true))
-		opened, validate := p.connecting(hp, purpose), cc.ValidateConnect
-		failures := hp.failures.Load()
+		opened, since := p.connecting(hp, purpose), hp.epoch()
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
-			if hp.failures.Load() != failures {
-				// The host failed while this login was under way: the
-				// failure is the newer news (a server shutting down ends
-				// its sessions over several milliseconds, and a statement
-				// sent on this one could meet the rest of it). The probe
-				// says when the host is back.
-				return errFailedWhileConnecting
-			}
-			if err := validate(ctx, conn); err != nil {
+			if err := p.checkRole(ctx, hp, conn, target, since); err != nil {
 				return err
 			}
 			opened()
 			return nil
 		}
 		return nil
-	}
-
-	cfg.ConnConfig.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
-		return p.checkRole(ctx, hp, conn, target)
 	}
 	pool, err := p.newPgxPool(cfg, ok)
 	if err != nil {
@@ -191,7 +179,14 @@ func (h *hostPool) close() {
 // accept. It takes the place of pgconn's target_session_attrs check. A
 // connection opened ahead of a promotion (openingStandby) is kept, and
 // its role not recorded.
-func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, target hosthealth.Target) error {
+func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, target hosthealth.Target, since uint64) error {
+	if h.stale(since) {
+		// The host failed while this login was under way: the failure is
+		// the newer news (a server shutting down ends its sessions over
+		// several milliseconds, and a statement sent on this one could
+		// meet the rest of it). The probe says when the host is back.
+		return errFailedWhileConnecting
+	}
 	if openingStandby(ctx) {
 		// Opened for the promotion of a server the probe counts read-only.
 		// The probe, not this login, says when it takes writes: a primary
@@ -204,7 +199,9 @@ func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, 
 	if err != nil {
 		return err
 	}
-	p.roleSeen(h, role)
+	if !p.roleSeen(h, role, since) {
+		return errFailedWhileConnecting
+	}
 	if !target.Accepts(role) {
 		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: target}
 	}
@@ -307,7 +304,7 @@ func (p *Pool) usableState(h *hostPool, pc *pgconn.PgConn, st *connState) bool {
 	if role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
 		// The server's role changed while this connection was open.
 		p.telemetry.closed(h, closedWrongRole, 1)
-		p.roleSeen(h, role)
+		p.roleSeen(h, role, h.epoch())
 		return false
 	}
 	return true
@@ -351,7 +348,14 @@ func (st *connState) quiet() bool {
 // loses its pooled connections, so that no caller keeps writing to a
 // demoted primary. Doing so only on the change keeps pool_min_conns from
 // reconnecting to a replica over and over.
-func (p *Pool) roleSeen(h *hostPool, role hosthealth.Role) {
+//
+// since is the host's epoch when the observation began; roleSeen drops an
+// observation older than the host's latest failure and reports whether it
+// recorded the role.
+func (p *Pool) roleSeen(h *hostPool, role hosthealth.Role, since uint64) bool {
+	if h.stale(since) {
+		return false
+	}
 	s := p.tracker.Snapshot()
 	was := hosthealth.RoleUnknown
 	if i, ok := s.Lookup(h.addr); ok {
@@ -364,6 +368,7 @@ func (p *Pool) roleSeen(h *hostPool, role hosthealth.Role) {
 		h.pool.Reset()
 		p.follower().demoted(h.addr)
 	}
+	return true
 }
 
 // noteRefusedDial wraps dial so that a host that refuses or resets the
@@ -392,7 +397,7 @@ func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
 		if _, ok := errors.AsType[*hosthealth.RoleError](err); ok {
 			return
 		}
-		p.roleSeen(h, hosthealth.RoleReplica)
+		p.roleSeen(h, hosthealth.RoleReplica, h.epoch())
 		p.refreshTopology()
 		return
 	}
@@ -402,8 +407,16 @@ func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
 	p.refreshTopology()
 }
 
+// epoch returns host h's epoch: the failover events recorded on it so far.
+// An observation of the host takes it when it begins.
+func (h *hostPool) epoch() uint64 { return h.failures.Load() }
+
+// stale reports whether an observation of h that began at epoch since is
+// older than h's latest failure.
+func (h *hostPool) stale(since uint64) bool { return h.failures.Load() != since }
+
 // observeFailure records a failover event of class on host h in the
-// tracker, and counts it for the logins under way there (buildPool).
+// tracker, and starts a new epoch of the host.
 func (p *Pool) observeFailure(h *hostPool, class hosthealth.Class) {
 	h.failures.Add(1)
 	p.tracker.ObserveFailure(h.addr, class)

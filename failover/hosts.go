@@ -4,8 +4,8 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // hostTable is the set of hosts the Pool uses, by address, and in order:

@@ -75,7 +75,7 @@ type Listener struct {
 	done     chan struct{} // closed by Close: the Pool need not end the Listener
 
 	// mu guards sock and ended, which the Pool's Close reaches from its own
-	// goroutine (see watch). No I/O while held.
+	// goroutine (see endWithPool). No I/O while held.
 	mu    sync.Mutex
 	sock  net.Conn // conn's socket, nil while there is no session
 	ended bool     // the Pool closed: sock was cut, and a new one would be
@@ -93,7 +93,7 @@ func (p *Pool) Listen(ctx context.Context, channels ...string) (*Listener, error
 	if err := l.connect(ctx); err != nil {
 		return nil, err
 	}
-	if !p.goUntilClose(l.watch) {
+	if !p.goUntilClose(l.endWithPool) {
 		l.Close()
 		return nil, ErrClosed
 	}
@@ -114,10 +114,10 @@ func (p *Pool) goUntilClose(f func()) bool {
 	return true
 }
 
-// watch ends the Listener when the Pool closes first: it cuts the
+// endWithPool ends the Listener when the Pool closes first: it cuts the
 // session's socket, which is safe beside a Next reading it (pgx's own state
 // is left to the Listener's goroutine), and the server ends the session.
-func (l *Listener) watch() {
+func (l *Listener) endWithPool() {
 	select {
 	case <-l.pool.life.Done():
 	case <-l.done:

@@ -281,12 +281,12 @@ func ParseConfig(connString string) (*Config, error) {
 			Wait:          defaultReplicaWait,
 		},
 		patroni: patroniSettings{
-			refresh:                defaultPatroniRefresh,
+			refresh:                patroni.DefaultRefreshInterval,
 			zoneTag:                patroni.DefaultZoneTag,
-			queryWait:              defaultQueryWaitTimeout,
-			fallbackConnectTimeout: defaultFallbackConnectTimeout,
-			fallbackCooldown:       defaultFallbackCooldown,
-			fallbackLifetime:       defaultFallbackLifetime,
+			queryWait:              patroni.DefaultQueryWaitTimeout,
+			fallbackConnectTimeout: patroni.DefaultFallbackConnect,
+			fallbackCooldown:       patroni.DefaultFallbackCooldown,
+			fallbackLifetime:       patroni.DefaultFallbackLifetime,
 		},
 		tcpUserTimeout:       netconn.DefaultTCPUserTimeout,
 		probeConnectTimeout:  defaultConnectTimeout,
@@ -357,8 +357,8 @@ func ParseConfig(connString string) (*Config, error) {
 	}
 	c.Hosts = dedupHosts(hosts)
 
-	// Each host's pool gets its own Host, Port and fallbacks from
-	// hostConfig, and the TLSConfig set here when the pool is built.
+	// Each host's pool gets its own Host, Port and TLS variants
+	// (Fallbacks) from hostConfig, and the TLSConfig set here when the pool is built.
 	cc.Fallbacks = nil
 	return c, nil
 }

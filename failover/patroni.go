@@ -3,14 +3,14 @@ package failover
 import (
 	"go.opentelemetry.io/otel"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // patroniSource builds the topology source that patroni_api_urls asks
 // for: GET /cluster on every URL, every patroni_refresh_interval and
 // whenever the Pool asks (see refreshTopology), members outside
-// patroni_allowed_hosts left out.
+// patroni_allowed_hosts left out. Both run on the Pool's clock.
 func (p *Pool) patroniSource() (*patroni.Source, error) {
 	// The patroni package records nothing without a provider; the Pool's
 	// metrics go to the global one when Config.MeterProvider is nil, and
@@ -22,6 +22,7 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 	client, err := patroni.NewClient(patroni.ClientConfig{
 		URLs:          p.cfg.patroni.apiURLs,
 		MeterProvider: mp,
+		Clock:         p.clock,
 	})
 	if err != nil {
 		return nil, &ConfigError{Key: keyPatroniAPIURLs, Msg: err.Error(), Err: err}
@@ -34,6 +35,7 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 		AllowList:       p.cfg.patroni.allowed,
 		Logger:          p.cfg.Logger,
 		MeterProvider:   mp,
+		Clock:           p.clock,
 	})
 }
 

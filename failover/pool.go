@@ -12,13 +12,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/lograte"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Pool is a connection pool over every host of a multi-host connection
@@ -284,12 +284,22 @@ func (p *Pool) Close() {
 	})
 }
 
-// Reset closes every connection of every host: idle ones at once, those in
-// use when they are released.
+// Reset closes every connection the Pool holds: those of its calls, of
+// the Reader, and of the pools PgxPool and Reader.PgxPool returned, idle
+// ones at once, those in use when they are released. The probes' own
+// connections stay.
 func (p *Pool) Reset() {
 	for _, h := range p.routes.Load().table.list {
 		h.pool.Reset()
 		h.reads.Reset()
+	}
+	if f := p.follower(); f != nil {
+		f.pool.Reset()
+	}
+	if r := p.reader; r != nil {
+		if f := r.follow.Load(); f != nil {
+			f.pool.Reset()
+		}
 	}
 }
 

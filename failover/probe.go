@@ -91,6 +91,7 @@ type probeResult struct {
 	wal   replica.LSN
 	asked time.Time
 	err   error
+	since uint64 // the host's epoch when the probe began (hostPool.epoch)
 }
 
 // run asks the host, connecting first when needed: connecting is bounded
@@ -298,7 +299,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	probe := func(i int) {
 		hosts[i].probes.Add(1)
 		wg.Go(func() {
-			results[i] = hosts[i].probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, watchPlan{})
+			results[i] = p.probeOnce(ctx, hosts[i], watchPlan{})
 			done <- i
 		})
 	}
@@ -381,10 +382,26 @@ func (p *Pool) probeAll(ctx context.Context) error {
 // next host.
 const firstProbeLead = 500 * time.Millisecond
 
-// probed records a probe's outcome on host h.
+// probeOnce runs one probe of host h. Its result carries the host's epoch
+// as the probe began, so that an answer that arrives after a newer failure
+// is not taken for news (probed).
+func (p *Pool) probeOnce(ctx context.Context, h *hostPool, watch watchPlan) probeResult {
+	since := h.epoch()
+	r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, watch)
+	r.since = since
+	return r
+}
+
+// probed records a probe's outcome on host h. An answer to a probe that
+// began before the host's latest failure says nothing of the host now (a
+// server shutting down can answer a question it was already asked): it is
+// dropped, and the next probe asks again.
 func (p *Pool) probed(h *hostPool, r probeResult) {
-	before, _ := p.status(h.addr)
 	p.telemetry.probed(h, r.err)
+	if r.err == nil && h.stale(r.since) {
+		return
+	}
+	before, _ := p.status(h.addr)
 	if r.err != nil {
 		if class := hosthealth.Classify(r.err); class != hosthealth.NotFailover {
 			p.observeFailure(h, class)
@@ -405,7 +422,7 @@ func (p *Pool) probed(h *hostPool, r probeResult) {
 		}
 	} else {
 		h.socks.Up()
-		p.roleSeen(h, r.role)
+		p.roleSeen(h, r.role, r.since)
 		p.tracker.ObserveZone(h.addr, r.zone)
 	}
 	p.probedLag(h.addr, r) // rebuilds the routes with the tracker's news too
@@ -479,7 +496,7 @@ func (p *Pool) startProbe(h *hostPool) {
 			if w.waiting {
 				p.readyForPromotion()
 			}
-			r := h.probe.run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, plan)
+			r := p.probeOnce(ctx, h, plan)
 			st = sched.observe(st, outcomeOf(r.err), p.clock.Now())
 			p.probed(h, r)
 			p.dropUnusedStandby(h)

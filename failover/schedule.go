@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/backoff"
 )
 
 // probeSchedule says when a host's probe loop probes next. It only
@@ -37,9 +38,10 @@ import (
 //     started again from the first step. Its server's answer still decides
 //     its role;
 //   - the host could not be reached (refused, timed out, reset, refusing
-//     for now): a backoff of its own, probeBackoffInitial doubling with
-//     each failure up to probeBackoffMax (and never beyond idle), each
-//     step jittered into [½, 1];
+//     for now): a backoff of its own on the module's one curve
+//     (backoff.Exponential), probeBackoffInitial doubling with each
+//     failure up to probeBackoffMax (and never beyond idle), each step
+//     jittered into [½, 1] (backoff.DrawEqual);
 //   - the server refused the credentials or the database: every idle,
 //     waiting or not; faster would only fill the server's log.
 //
@@ -47,9 +49,9 @@ import (
 // what makes a promotion that happened before the wait seen at once. A
 // host inside its backoff is still not dialled before the backoff ends.
 type probeSchedule struct {
-	idle    time.Duration       // health_probe_interval
-	waitMax time.Duration       // health_probe_wait_max
-	rand    func(n int64) int64 // uniform in [0, n), n > 0
+	idle    time.Duration // health_probe_interval
+	waitMax time.Duration // health_probe_wait_max
+	rand    backoff.Rand  // uniform in [0, n), n > 0
 }
 
 const (
@@ -132,14 +134,14 @@ func (s probeSchedule) observe(st probeState, o probeOutcome, now time.Time) pro
 		return st
 	}
 	st.failures++
-	base := min(probeBackoffMax, s.idle)
-	if st.failures <= 30 {
-		// probeBackoffInitial << 29 is far beyond any cap; the shift is
-		// bounded so that it cannot overflow.
-		base = min(base, probeBackoffInitial<<(st.failures-1))
-	}
-	st.retryAt = now.Add(s.jitter(base))
+	st.retryAt = now.Add(s.jitter(s.backoff().Base(st.failures)))
 	return st
+}
+
+// backoff is the curve of a host that cannot be reached:
+// probeBackoffInitial doubling to probeBackoffMax, never beyond idle.
+func (s probeSchedule) backoff() backoff.Exponential {
+	return backoff.Exponential{Initial: probeBackoffInitial, Max: min(probeBackoffMax, s.idle)}
 }
 
 // hinted returns st after a topology source named the host the primary
@@ -254,13 +256,8 @@ func (s probeSchedule) woken(st probeState, now time.Time) time.Time {
 	return now
 }
 
-// jitter draws uniformly from [d/2, d], and never below probeFloor unless
-// d is.
+// jitter draws uniformly from [d/2, d] (backoff.DrawEqual), and never
+// below probeFloor unless d is.
 func (s probeSchedule) jitter(d time.Duration) time.Duration {
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	j := half + time.Duration(s.rand(int64(d-half)+1))
-	return max(j, min(d, probeFloor))
+	return max(backoff.DrawEqual(d, s.rand), min(d, probeFloor))
 }

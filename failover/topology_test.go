@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // fakeSource is a topology source the test drives by hand.

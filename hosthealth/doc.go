@@ -1,7 +1,9 @@
 // Package hosthealth keeps the client's view of a changing set of
 // PostgreSQL hosts and decides which one to try next for each kind of
-// call. It is pure logic: observations go in, rankings come out, the clock
-// is injected, and nothing here does I/O or starts goroutines.
+// call. Observations go in and rankings come out; the clock is injected,
+// and nothing here does I/O or starts goroutines. A [Tracker] is safe for
+// concurrent use: writers take its mutex, and readers load the immutable
+// [Snapshot] it last published, without locking.
 //
 // # Model
 //

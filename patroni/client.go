@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/pgfailover/pgfailover/internal/clock"
 )
 
 // Defaults of ClientConfig.
@@ -47,6 +49,10 @@ type ClientConfig struct {
 	// MeterProvider receives the metrics pgfailover.patroni.requests,
 	// .errors and .duration; nil means none.
 	MeterProvider metric.MeterProvider
+	// Clock times each request for the duration metric; nil means the
+	// wall clock. Its type is internal to this module: a Pool sets it to
+	// its own clock, and other callers leave it nil.
+	Clock clock.Clock
 }
 
 // Client reads GET /cluster from a Patroni cluster's REST APIs.
@@ -57,6 +63,7 @@ type Client struct {
 	http      *http.Client
 	own       *http.Transport // nil when the HTTP client is the caller's
 	tel       clientTelemetry
+	clock     clock.Clock
 
 	// mu guards current, the round in flight that callers share, and the
 	// waiters count of every flight. No I/O happens while it is held.
@@ -86,6 +93,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		timeout: cmpOr(cfg.Timeout, DefaultTimeout),
 		maxBody: cmpOr(cfg.MaxBody, DefaultMaxBody),
 		http:    cfg.HTTPClient,
+		clock:   cfg.Clock,
+	}
+	if c.clock == nil {
+		c.clock = clock.Real()
 	}
 	for i, raw := range cfg.URLs {
 		ep, err := parseEndpoint(raw)
@@ -257,9 +268,9 @@ func (c *Client) round(ctx context.Context) (*Cluster, error) {
 
 // get sends GET /cluster to one endpoint and decodes the answer.
 func (c *Client) get(ctx context.Context, ep endpoint) (*Cluster, *URLError) {
-	start := time.Now() // for the duration metric, not for any decision
+	start := c.clock.Now() // for the duration metric, not for any decision
 	cl, err := c.fetch(ctx, ep)
-	c.tel.record(ctx, time.Since(start), err)
+	c.tel.record(ctx, c.clock.Now().Sub(start), err)
 	if err != nil {
 		return nil, &URLError{URL: ep.url, Err: err}
 	}

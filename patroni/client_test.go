@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/pgfailover/pgfailover/internal/clock"
 )
 
 const secret = "Sup3rSecret"
@@ -456,6 +458,41 @@ func TestClientMetrics(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestClientDurationOnItsClock: a request is timed on the Client's clock:
+// one during which that clock moves 7s is recorded as 7s, whatever the
+// wall clock did.
+func TestClientDurationOnItsClock(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	fake := clock.NewFake(time.Unix(1e9, 0))
+	body := string(readTestdata(t, "patroni-3.0.2-cluster.json"))
+	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		fake.Advance(7 * time.Second)
+		answer(body)(w, r)
+	})
+	c, _ := newTestClient(t, ClientConfig{URLs: []string{api.URL}, MeterProvider: mp, Clock: fake})
+	if _, err := c.Cluster(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var sums []float64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "pgfailover.patroni.duration" {
+				for _, p := range h.DataPoints {
+					sums = append(sums, p.Sum)
+				}
+			}
+		}
+	}
+	if len(sums) != 1 || sums[0] != 7 {
+		t.Errorf("recorded durations %v, want one of 7s", sums)
 	}
 }
 

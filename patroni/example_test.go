@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Decoding an answer of GET /cluster captured from Patroni 3.0.2.

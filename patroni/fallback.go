@@ -2,12 +2,14 @@ package patroni
 
 import (
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/backoff"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Defaults of FallbackConfig.
@@ -39,8 +41,10 @@ type FallbackConfig struct {
 	// QueryWaitTimeout is the longest a caller waits for a fallback host
 	// (query_wait_timeout).
 	QueryWaitTimeout time.Duration
-	// CandidateCooldown is how long a candidate that failed is skipped; it
-	// doubles with each failure in a row, up to CandidateCooldownMax.
+	// CandidateCooldown is about how long a candidate that failed is
+	// skipped: it doubles with each failure in a row, up to
+	// CandidateCooldownMax, and each cooldown is drawn between half of
+	// that and all of it (see Fallback.CandidateFailed).
 	CandidateCooldown    time.Duration
 	CandidateCooldownMax time.Duration
 }
@@ -146,7 +150,8 @@ func (p Plan) Timeout(now time.Time) time.Duration {
 // round (Client.Cluster already shares the read of the members) rather
 // than each race the same candidates.
 type Fallback struct {
-	cfg FallbackConfig
+	cfg  FallbackConfig
+	rand backoff.Rand // draws each candidate's cooldown
 
 	// mu guards the fields below. No I/O happens while it is held.
 	mu             sync.Mutex
@@ -185,7 +190,7 @@ func NewFallback(cfg FallbackConfig) (*Fallback, error) {
 	if cfg.CandidateCooldownMax < cfg.CandidateCooldown {
 		return nil, errors.New("patroni: CandidateCooldownMax is shorter than CandidateCooldown")
 	}
-	return &Fallback{cfg: cfg, cooling: make(map[string]Cooldown)}, nil
+	return &Fallback{cfg: cfg, rand: rand.Int64N, cooling: make(map[string]Cooldown)}, nil
 }
 
 // SetMembers replaces the members the candidates are drawn from, as a
@@ -291,10 +296,13 @@ func (f *Fallback) coolingAt(addr string, now time.Time) bool {
 }
 
 // CandidateFailed records that a candidate failed at now; it is skipped
-// for CandidateCooldown, doubled for each failure in a row, at most
-// CandidateCooldownMax, whatever the reason (the reason is kept for
-// State). The streak is forgotten once the candidate has been left alone
-// for CandidateCooldownMax after its last cooldown ended.
+// for a cooldown whatever the reason (the reason is kept for State). The
+// cooldown's base is CandidateCooldown, doubled for each failure in a row,
+// at most CandidateCooldownMax; the cooldown is drawn between half of the
+// base and all of it, so that the Pools of many instances that saw the
+// same candidate fail do not all try it again at the same moment. The
+// streak is forgotten once the candidate has been left alone for
+// CandidateCooldownMax after its last cooldown ended.
 //
 // When addr is the fallback host in force, it is forgotten, and
 // CandidateFailed returns true: the caller runs one more round of
@@ -306,15 +314,9 @@ func (f *Fallback) CandidateFailed(addr string, now time.Time, reason Reason) (r
 	if now.Sub(c.Until) > f.cfg.CandidateCooldownMax {
 		c.Failures = 0
 	}
-	d := f.cfg.CandidateCooldown
-	for range c.Failures {
-		if d >= f.cfg.CandidateCooldownMax {
-			break
-		}
-		d *= 2
-	}
 	c.Failures++
-	c.Until = now.Add(min(d, f.cfg.CandidateCooldownMax))
+	curve := backoff.Exponential{Initial: f.cfg.CandidateCooldown, Max: f.cfg.CandidateCooldownMax}
+	c.Until = now.Add(backoff.DrawEqual(curve.Base(c.Failures), f.rand))
 	c.Reason = reason
 	f.cooling[addr] = c
 	f.forgetExpired(now)

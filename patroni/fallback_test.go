@@ -2,13 +2,14 @@ package patroni
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // candidate returns a member as a Source reports it.
@@ -41,6 +42,7 @@ func newTestFallback(t *testing.T, cfg FallbackConfig) *Fallback {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.rand = func(n int64) int64 { return n - 1 } // the longest cooldown: the base itself
 	f.SetMembers(fallbackMembers)
 	return f
 }
@@ -244,6 +246,47 @@ func TestFallbackCooldownDoubling(t *testing.T) {
 	f.CandidateFailed(addr, now, ReasonSocket)
 	if got := f.State(now).Cooling[addr]; got.Until.Sub(now) != 5*time.Second || got.Failures != 1 {
 		t.Fatalf("after a win: %+v", got)
+	}
+}
+
+// TestFallbackCooldownJitter: each cooldown is drawn between half of its
+// base and all of it.
+func TestFallbackCooldownJitter(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		draw func(int64) int64
+		want string
+	}{
+		{"the lowest draw", func(int64) int64 { return 0 }, "[2.5s 5s 10s 20s 30s 30s]"},
+		{"the highest draw", func(n int64) int64 { return n - 1 }, "[5s 10s 20s 40s 1m0s 1m0s]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newTestFallback(t, FallbackConfig{})
+			f.rand = tt.draw
+			now := time.Unix(1e9, 0)
+			var got []time.Duration
+			for range 6 {
+				f.CandidateFailed("x:1", now, ReasonRefused)
+				until := f.State(now).Cooling["x:1"].Until
+				got = append(got, until.Sub(now))
+				now = until
+			}
+			if fmt.Sprint(got) != tt.want {
+				t.Errorf("cooldowns %v, want %s", got, tt.want)
+			}
+		})
+	}
+	f := newTestFallback(t, FallbackConfig{})
+	f.rand = rand.Int64N
+	now := time.Unix(1e9, 0)
+	for range 4 { // up to the cap: 5s, 10s, 20s, 40s
+		f.CandidateFailed("x:1", now, ReasonRefused)
+	}
+	for range 100 {
+		f.CandidateFailed("x:1", now, ReasonRefused)
+		if d := f.State(now).Cooling["x:1"].Until.Sub(now); d < 30*time.Second || d > time.Minute {
+			t.Fatalf("a capped cooldown of %v, outside [30s, 60s]", d)
+		}
 	}
 }
 

@@ -12,8 +12,9 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/lograte"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // Defaults of SourceConfig.
@@ -45,6 +46,10 @@ type SourceConfig struct {
 	// MeterProvider receives pgfailover.patroni.hosts.discovered,
 	// .removed and .topology.changes; nil means none.
 	MeterProvider metric.MeterProvider
+	// Clock schedules the reads and rate-limits the warnings; nil means
+	// the wall clock. Its type is internal to this module: a Pool sets it
+	// to its own clock, and other callers leave it nil.
+	Clock clock.Clock
 }
 
 // Source reports the members of a Patroni cluster as a topology.Source.
@@ -60,14 +65,8 @@ type Source struct {
 	watching atomic.Bool
 }
 
-// NewSource checks cfg and returns a Source. It does no I/O. The Source
-// schedules its reads and rate-limits its warnings on the wall clock.
+// NewSource checks cfg and returns a Source. It does no I/O.
 func NewSource(cfg SourceConfig) (*Source, error) {
-	return newSource(cfg, clock.Real())
-}
-
-// newSource is NewSource on the clock clk, which tests replace.
-func newSource(cfg SourceConfig, clk clock.Clock) (*Source, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("patroni: SourceConfig.Client is nil")
 	}
@@ -80,8 +79,11 @@ func newSource(cfg SourceConfig, clk clock.Clock) (*Source, error) {
 		zoneTag:  cmpOr(cfg.ZoneTag, DefaultZoneTag),
 		allow:    cfg.AllowList,
 		log:      cfg.Logger,
-		clock:    clk,
+		clock:    cfg.Clock,
 		refresh:  make(chan struct{}, 1),
+	}
+	if s.clock == nil {
+		s.clock = clock.Real()
 	}
 	tel, err := newSourceTelemetry(cfg.MeterProvider)
 	if err != nil {
@@ -131,7 +133,7 @@ func (s *Source) Watch(ctx context.Context, update func(topology.Topology)) erro
 	case <-s.refresh:
 	default:
 	}
-	w := &watch{Source: s, update: update}
+	w := &watch{Source: s, update: update, warnings: lograte.New(warnEvery, s.clock)}
 	for {
 		w.poll(ctx)
 		t := s.clock.NewTimer(s.interval)
@@ -152,17 +154,26 @@ type watch struct {
 	update   func(topology.Topology)
 	last     []topology.Member
 	reported bool
-	leader   string    // the address of the leader last named, "" before one was
-	down     warnLimit // the API cannot be reached
-	skipped  warnLimit // members left out of an answer
+	leader   string // the address of the leader last named, "" before one was
+	// warnings lets one warning of each kind (warnDown, warnSkipped)
+	// through each warnEvery.
+	warnings *lograte.Limiter
+	// failedReads counts the reads in a row that found the API down.
+	failedReads int
 }
+
+// The kinds of warning a watch rate-limits.
+const (
+	warnDown    = "down"    // the API cannot be reached
+	warnSkipped = "skipped" // members left out of an answer
+)
 
 // poll reads the cluster once and reports it if it changed.
 func (w *watch) poll(ctx context.Context) {
 	cl, err := w.client.Cluster(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return // shutting down, not an outage
+			return // shutting down, not the API failing
 		}
 		w.unreachable(ctx, err)
 		return
@@ -208,7 +219,7 @@ func (w *watch) members(ctx context.Context, cl *Cluster) []topology.Member {
 		if len(out) == 0 {
 			msg = "patroni: no member of /cluster can be used; keeping the last topology"
 		}
-		if ok, suppressed := w.skipped.allow(w.clock.Now()); ok {
+		if ok, suppressed := w.warnings.Allow(warnSkipped); ok {
 			w.logAttrs(ctx, slog.LevelWarn, msg,
 				slog.String("issues", strings.Join(firstN(notes, 5), "; ")),
 				slog.Int("count", len(notes)),
@@ -278,18 +289,24 @@ func addrsNotIn(a, b []topology.Member) []string {
 }
 
 func (w *watch) unreachable(ctx context.Context, err error) {
-	if ok, suppressed := w.down.allow(w.clock.Now()); ok {
+	w.failedReads++
+	if ok, suppressed := w.warnings.Allow(warnDown); ok {
 		w.logAttrs(ctx, slog.LevelWarn, "patroni: cannot read /cluster; keeping the last topology",
 			slog.String("error", err.Error()),
 			slog.Int("suppressed_warnings", suppressed))
 	}
 }
 
+// reachable ends a run of failed reads: it says so once, and the next
+// time the API cannot be reached is warned of at once.
 func (w *watch) reachable(ctx context.Context) {
-	if failures := w.down.reset(); failures > 0 {
-		w.logAttrs(ctx, slog.LevelInfo, "patroni: /cluster answers again",
-			slog.Int("failed_reads", failures))
+	if w.failedReads == 0 {
+		return
 	}
+	w.logAttrs(ctx, slog.LevelInfo, "patroni: /cluster answers again",
+		slog.Int("failed_reads", w.failedReads))
+	w.failedReads = 0
+	w.warnings.Forget(warnDown)
 }
 
 func (w *watch) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
@@ -302,32 +319,4 @@ func (w *watch) logAttrs(ctx context.Context, level slog.Level, msg string, attr
 func sameMember(a, b topology.Member) bool {
 	return a.Host == b.Host && a.Port == b.Port && a.Zone == b.Zone && a.Role == b.Role &&
 		a.NoLoadBalance == b.NoLoadBalance && maps.Equal(a.Tags, b.Tags)
-}
-
-// warnLimit lets one warning of a kind through per warnEvery and counts
-// the rest.
-type warnLimit struct {
-	next       time.Time // the earliest time of the next warning
-	suppressed int       // warnings held back since the last one
-	events     int       // events since the last reset
-}
-
-// allow counts an event and reports whether to log it, with the number of
-// events held back before it.
-func (l *warnLimit) allow(now time.Time) (ok bool, suppressed int) {
-	l.events++
-	if now.Before(l.next) {
-		l.suppressed++
-		return false, 0
-	}
-	suppressed, l.suppressed = l.suppressed, 0
-	l.next = now.Add(warnEvery)
-	return true, suppressed
-}
-
-// reset ends a run of events and returns how many there were.
-func (l *warnLimit) reset() int {
-	n := l.events
-	*l = warnLimit{}
-	return n
 }

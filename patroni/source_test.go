@@ -13,8 +13,8 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // switchable serves whatever body it was last given, or a status error
@@ -112,7 +112,8 @@ func newHarness(t *testing.T, body string, cfg SourceConfig) *harness {
 	h.api = newFakeAPI(t, h.body.serve)
 	cfg.Client, h.transport = newTestClient(t, ClientConfig{URLs: []string{withUser(h.api.URL)}})
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
-	src, err := newSource(cfg, h.clock)
+	cfg.Clock = h.clock
+	src, err := NewSource(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,10 +318,14 @@ func TestSourceUnreachable(t *testing.T) {
 	if h.logs.count("level=INFO msg=\"patroni: /cluster answers again\" failed_reads=21") != 1 {
 		t.Fatalf("logs: %s", h.logs)
 	}
-	// An outage after a good answer leaves the last topology in force.
+	// An outage after a good answer leaves the last topology in force,
+	// and is warned of at once: the run of failures before it ended.
 	h.body.set("")
 	h.tick()
 	h.none()
+	if h.logs.count(warning) != 3 {
+		t.Fatalf("a new outage within the minute was not warned of: %s", h.logs)
+	}
 	h.body.set(cluster3)
 	h.tick()
 	h.none() // the same topology as before the outage

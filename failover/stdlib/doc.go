@@ -57,7 +57,7 @@
 // host for the target (the primary by default) and passes the same role
 // check; a connect its host refuses (unreachable, shutting down, in the
 // wrong role) is tried again, after the Pool's backoff (full jitter
-// between failover_backoff_initial and failover_backoff_max, on the Pool's
+// between failover_backoff_initial and failover_backoff_max, on the wall
 // clock), up to failover_max_attempts, so that the first statement after a
 // failover waits for the new primary instead of failing. An idle connection is
 // handed out, or reused by database/sql (ResetSession), only after a

@@ -72,8 +72,10 @@ func newConnector(pool *failover.Pool, pp *pgxpool.Pool, target hosthealth.Targe
 		target:   target,
 		attempts: cfg.MaxAttempts,
 		// The Pool's failover_backoff_initial and failover_backoff_max, on
-		// the wall clock (a Pool runs on another clock only in package
-		// failover's own tests).
+		// the wall clock. That is the clock of every Pool this package is
+		// handed: a Pool runs on another one only in package failover's
+		// own tests, which cannot import this package; passing the clock
+		// itself would take an exported hook on Pool.
 		backoff: backoff.Policy{Initial: cfg.BackoffInitial, Max: cfg.BackoffMax},
 	}
 }
@@ -88,7 +90,7 @@ type poolConnector struct {
 	target hosthealth.Target
 
 	// The Pool's failover_max_attempts bounds the connects of one Connect,
-	// and its backoff (failover_backoff_*, on the Pool's clock) spaces them.
+	// and its backoff (failover_backoff_*, on the wall clock) spaces them.
 	attempts int
 	backoff  backoff.Policy
 }

@@ -6,48 +6,83 @@ import (
 	"math/rand/v2"
 	"time"
 
-	exp "github.com/cenkalti/backoff/v4"
-
 	"github.com/pgfailover/pgfailover/internal/clock"
 )
 
-// FullJitter is an exponential backoff whose every wait is drawn uniformly
-// from [0, base), where base starts at the initial interval and doubles up
-// to the maximum. Full jitter gives the lowest expected recovery time to a
-// single caller and spreads many callers apart.
-type FullJitter struct {
-	base *exp.ExponentialBackOff
-	rand func(n int64) int64
+// Exponential is the module's one backoff curve: the base wait after the
+// n-th failure in a row is Initial doubled n−1 times, and never more than
+// Max. It is a value with no state; the caller counts the failures.
+type Exponential struct {
+	Initial, Max time.Duration
 }
 
-var _ exp.BackOff = (*FullJitter)(nil)
+// Base returns the base wait after the n-th failure in a row, before
+// jitter; n below 1 counts as 1. The doubling stops at Max, so no count of
+// failures overflows it.
+func (e Exponential) Base(n int) time.Duration {
+	d := e.Initial
+	for i := 1; i < n && d > 0 && d < e.Max; i++ {
+		if d > e.Max/2 {
+			d = e.Max
+			break
+		}
+		d *= 2
+	}
+	return min(d, e.Max)
+}
+
+// Rand draws uniformly from [0, n), n > 0: rand.Int64N, or a fixed draw
+// in tests.
+type Rand = func(n int64) int64
+
+// DrawFull draws a wait uniformly from [0, d): full jitter. It gives one
+// caller the lowest expected wait and spreads many callers the most, but
+// may draw a wait close to 0; a Pool's calls wait with it (FullJitter).
+func DrawFull(d time.Duration, r Rand) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(r(int64(d)))
+}
+
+// DrawEqual draws a wait uniformly from [d/2, d]: equal jitter. It spreads
+// callers that failed at the same moment while keeping at least half of
+// the base wait, for a backoff whose point is to leave a host alone: the
+// probe schedule's backoff of a host that cannot be reached, and the
+// local-first fallback's cooldown of a candidate that failed.
+func DrawEqual(d time.Duration, r Rand) time.Duration {
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + time.Duration(r(int64(d-half)+1))
+}
+
+// FullJitter is a sequence of waits on the Exponential curve, each drawn
+// with DrawFull: the first from [0, initial), the base then doubling up to
+// the maximum. It is used by one goroutine at a time.
+type FullJitter struct {
+	curve    Exponential
+	failures int // waits drawn since the start or the last Reset
+	rand     Rand
+}
 
 // NewFullJitter returns a FullJitter whose base starts at initial and
 // doubles up to max.
 func NewFullJitter(initial, max time.Duration) *FullJitter {
-	return &FullJitter{
-		base: exp.NewExponentialBackOff(
-			exp.WithInitialInterval(initial),
-			exp.WithMaxInterval(max),
-			exp.WithMultiplier(2),
-			exp.WithRandomizationFactor(0),
-			exp.WithMaxElapsedTime(0),
-		),
-		rand: rand.Int64N,
-	}
+	return &FullJitter{curve: Exponential{Initial: initial, Max: max}, rand: rand.Int64N}
 }
 
 // NextBackOff returns the next wait.
 func (b *FullJitter) NextBackOff() time.Duration {
-	base := b.base.NextBackOff()
-	if base <= 0 {
-		return 0
+	if b.failures < 1<<30 { // a count that the curve has long capped
+		b.failures++
 	}
-	return time.Duration(b.rand(int64(base)))
+	return DrawFull(b.curve.Base(b.failures), b.rand)
 }
 
 // Reset starts the sequence again from the initial interval.
-func (b *FullJitter) Reset() { b.base.Reset() }
+func (b *FullJitter) Reset() { b.failures = 0 }
 
 // Policy is a Pool's backoff: its failover_backoff_initial and
 // failover_backoff_max, and its clock.

@@ -3,6 +3,8 @@ package backoff
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -41,6 +43,65 @@ func TestFullJitterBounds(t *testing.T) {
 	for range 100 {
 		if d := b.NextBackOff(); d < 0 || d >= time.Second {
 			t.Fatalf("wait %v outside [0, 1s)", d)
+		}
+	}
+}
+
+// TestExponentialBase: the base wait doubles with each failure in a row
+// from the initial interval, stops at the cap, and does not overflow
+// however many failures there were.
+func TestExponentialBase(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name  string
+		curve Exponential
+		n     int
+		want  time.Duration
+	}{
+		{"no failure counts as the first", Exponential{5 * ms, 500 * ms}, 0, 5 * ms},
+		{"first failure", Exponential{5 * ms, 500 * ms}, 1, 5 * ms},
+		{"second failure", Exponential{5 * ms, 500 * ms}, 2, 10 * ms},
+		{"seventh failure", Exponential{5 * ms, 500 * ms}, 7, 320 * ms},
+		{"eighth failure: the cap", Exponential{5 * ms, 500 * ms}, 8, 500 * ms},
+		{"a million failures", Exponential{5 * ms, 500 * ms}, 1_000_000, 500 * ms},
+		{"a cap near the largest duration", Exponential{time.Second, math.MaxInt64}, 100, math.MaxInt64},
+		{"a cap below the initial interval", Exponential{time.Second, 300 * ms}, 1, 300 * ms},
+		{"no initial interval", Exponential{0, time.Second}, 1_000_000, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.curve.Base(tt.n); got != tt.want {
+				t.Errorf("Base(%d) = %v, want %v", tt.n, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDraws: full jitter draws from [0, d), equal jitter from [d/2, d],
+// both ends reached.
+func TestDraws(t *testing.T) {
+	low := func(int64) int64 { return 0 }
+	high := func(n int64) int64 { return n - 1 }
+	const d = 10 * time.Millisecond
+	for _, tt := range []struct {
+		name string
+		got  time.Duration
+		want time.Duration
+	}{
+		{"full, lowest draw", DrawFull(d, low), 0},
+		{"full, highest draw", DrawFull(d, high), d - 1},
+		{"full, no base", DrawFull(0, high), 0},
+		{"equal, lowest draw", DrawEqual(d, low), d / 2},
+		{"equal, highest draw", DrawEqual(d, high), d},
+		{"equal, a base of 1ns", DrawEqual(1, high), 1},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	for range 100 {
+		if w := DrawEqual(d, rand.Int64N); w < d/2 || w > d {
+			t.Fatalf("equal draw %v outside [%v, %v]", w, d/2, d)
 		}
 	}
 }

@@ -1,7 +1,22 @@
-// Package backoff is the one wait between attempts of the module: an
-// exponential backoff with full jitter (FullJitter), and a Policy that
-// waits it out on a clock. The Pool's calls and its Listener wait with it
-// on the Pool's clock, so that a test that replaces the clock moves them;
-// the database/sql driver of failover/stdlib waits with it on the wall
-// clock.
+// Package backoff is the one backoff of the module: one curve
+// (Exponential: a base wait that doubles with each failure in a row up to
+// a cap) and two ways to jitter it, each for its own need: DrawFull, from
+// [0, base), for a caller that wants to try again soon, and DrawEqual,
+// from [base/2, base], for a backoff that must leave a host alone.
+//
+// Its users:
+//
+//   - a Pool's calls, its Listener and the database/sql driver of
+//     failover/stdlib wait between attempts with FullJitter
+//     (failover_backoff_initial doubling to failover_backoff_max); a
+//     Policy waits it out on a clock: the Pool's for its calls and its
+//     Listener, the wall clock for the driver;
+//   - the probe schedule backs off a host that cannot be reached on the
+//     curve, with DrawEqual, reading the Pool's clock;
+//   - the local-first fallback (patroni.Fallback) cools a candidate that
+//     failed on the curve, with DrawEqual, at the times its caller reads
+//     from the Pool's clock.
+//
+// The curve and the draws are pure: the caller counts the failures and
+// passes the random source, so tests fix the draw.
 package backoff

@@ -55,3 +55,13 @@ func (l *Limiter) Allow(key string) (ok bool, suppressed int) {
 	e.last, e.suppressed = now, 0
 	return true, suppressed
 }
+
+// Forget drops what l keeps of key, so that the next line with it passes
+// at once: a run of warnings has ended (the trouble is over), and a new
+// one is news. Lines held back in the run that ended are not counted in
+// the next one.
+func (l *Limiter) Forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.keys, key)
+}

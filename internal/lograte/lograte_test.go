@@ -48,3 +48,20 @@ func TestLimiterBoundsItsKeys(t *testing.T) {
 		t.Fatalf("%d keys kept, want at most %d", n, maxKeys)
 	}
 }
+
+// TestLimiterForget: a forgotten key passes at once, with nothing counted
+// from before; other keys keep their interval.
+func TestLimiterForget(t *testing.T) {
+	c := clock.NewFake(time.Unix(1000, 0))
+	l := New(time.Minute, c)
+	l.Allow("a")
+	l.Allow("b")
+	l.Allow("a") // held back
+	l.Forget("a")
+	if ok, n := l.Allow("a"); !ok || n != 0 {
+		t.Fatalf("after Forget: ok=%v suppressed=%d, want a line with none held back", ok, n)
+	}
+	if ok, _ := l.Allow("b"); ok {
+		t.Fatal("Forget(a) let b through within its interval")
+	}
+}

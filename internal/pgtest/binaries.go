@@ -21,13 +21,27 @@ import (
 // programs cannot be found.
 var ErrNoBinaries = errors.New("pgtest: PostgreSQL server binaries not found")
 
-// programs lists the executables the harness runs; all must be present.
-var programs = []string{"postgres", "initdb", "pg_basebackup", "pg_rewind"}
+// programs lists the executables the harness needs; all must be present.
+var programs = []string{"postgres", "initdb"}
+
+// Tools the harness uses when the directory has them. Without pg_basebackup
+// a replica is a copy of the primary's data directory taken between
+// pg_backup_start and pg_backup_stop; without pg_rewind a diverged server is
+// copied from the primary afresh (see clone.go).
+const (
+	basebackupTool = "pg_basebackup"
+	rewindTool     = "pg_rewind"
+)
 
 // binaries locates the PostgreSQL programs and knows which OS user runs them.
 type binaries struct {
 	dir     string
 	version string // first line of `postgres --version`
+
+	// basebackup and rewind say whether dir holds pg_basebackup and
+	// pg_rewind.
+	basebackup bool
+	rewind     bool
 
 	// cred is set when the test process is root: the servers then run as
 	// the postgres system user, because PostgreSQL refuses to run as root.
@@ -60,7 +74,7 @@ func findBinaries(ctx context.Context, dir string) (*binaries, error) {
 			tried = append(tried, d)
 			continue
 		}
-		b := &binaries{dir: d}
+		b := &binaries{dir: d, basebackup: isProgram(d, basebackupTool), rewind: isProgram(d, rewindTool)}
 		if err := b.identify(ctx); err != nil {
 			return nil, err
 		}
@@ -137,12 +151,17 @@ func debianBinDirs() []string {
 
 func hasPrograms(dir string) bool {
 	for _, p := range programs {
-		fi, err := os.Stat(filepath.Join(dir, p))
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		if !isProgram(dir, p) {
 			return false
 		}
 	}
 	return true
+}
+
+// isProgram reports whether dir holds the executable prog.
+func isProgram(dir, prog string) bool {
+	fi, err := os.Stat(filepath.Join(dir, prog))
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // identify records the server version and the credentials to run under.

@@ -184,7 +184,7 @@ func (c *Cluster) setup(ctx context.Context, tmpl string) error {
 
 	// The primary: a copy of the template.
 	p := c.nodes[0]
-	if err := copyTree(c.bins, tmpl, p.dataDir); err != nil {
+	if err := copyTree(c.bins, tmpl, p.dataDir, nil); err != nil {
 		return fmt.Errorf("pgtest: %s: copy template: %w", p.name, err)
 	}
 	if err := p.writeConf(); err != nil {
@@ -350,14 +350,8 @@ func (n *Node) configureStandby(p *Node) error {
 }
 
 func (c *Cluster) addReplica(ctx context.Context, r, p *Node) error {
-	if err := c.bins.mkdirOwned(r.dataDir, 0o700); err != nil {
-		return fmt.Errorf("pgtest: %s: %w", r.name, err)
-	}
-	_, err := c.bins.run(ctx, r.dir, "pg_basebackup", "-D", r.dataDir,
-		"-h", "127.0.0.1", "-p", strconv.Itoa(p.port), "-U", "postgres", "-w",
-		"-X", "stream", "--checkpoint=fast", "--no-sync")
-	if err != nil {
-		return fmt.Errorf("pgtest: %s: base backup of %s: %w", r.name, p.name, err)
+	if err := c.clone(ctx, r, p); err != nil {
+		return err
 	}
 	if err := r.configureStandby(p); err != nil {
 		return err

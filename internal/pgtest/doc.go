@@ -28,8 +28,17 @@
 // an error wrapping ErrNoBinaries that ends with the command installing
 // them on this system (apt-get, dnf or brew). EnsureServer and
 // EnsurePatroni do the same ahead of time; cmd/pginstall runs them.
-// initdb runs once per test process into a template that every cluster
-// copies; replicas are made with pg_basebackup. Each server is started as
+// cmd/pgfetch puts a build of another PostgreSQL major in a cache and
+// prints its directory, for $PGTEST_BINDIR.
+//
+// The harness needs postgres and initdb; pg_basebackup and pg_rewind are
+// used when they are in the same directory. initdb runs once per test
+// process into a template that every cluster copies. Replicas are made
+// with pg_basebackup, or without it by copying the primary's data
+// directory between pg_backup_start and pg_backup_stop (pg_start_backup and
+// pg_stop_backup before PostgreSQL 15) the way pg_basebackup does: without
+// WAL, postmaster.pid and the like; the replica streams the WAL it needs
+// from the primary. Each server is started as
 // `postgres -D <dir> -c port=<port>`, directly as a child of the test
 // process, in its own process group. When the test process runs as root,
 // the servers run as the "postgres" system user (PostgreSQL refuses root).
@@ -65,7 +74,9 @@
 // holds WAL the new primary never had (the old primary after Failover, or a
 // standby that had received more than the promoted one) cannot simply
 // follow; Rejoin and the followers step of Failover/Switchover detect this
-// and rewind it with pg_rewind (Node.Rewinds counts how often).
+// and rewind it with pg_rewind, or without pg_rewind by replacing its data
+// directory with a fresh copy of the new primary's (Node.Rewinds counts
+// how often).
 //
 // Node.Start restarts a node in whatever role its data directory holds: a
 // former primary stopped by Failover comes back as a second primary. Use
@@ -110,7 +121,8 @@
 // member. ConnString, APIURLs and Members give what a client needs.
 //
 // The first leader copies the initdb template; the others are base backups
-// made by Patroni. PostgreSQL settings match Cluster's (fsync off,
+// made by Patroni, which needs pg_basebackup and pg_rewind beside the
+// server programs. PostgreSQL settings match Cluster's (fsync off,
 // wal_log_hints and full_page_writes on for pg_rewind, which Patroni runs
 // with a rewind user of its own; the same pg_hba rules and password).
 // Patroni runs as the postgres user when the test process is root, with

@@ -254,8 +254,8 @@ func (c *Cluster) Repoint(ctx context.Context, replica, primary *Node) error {
 // latest timeline); a server whose WAL ends at or before the point where
 // primary's timeline branched off simply follows. If old replays WAL that
 // primary never had (it diverged, as a primary stopped without a clean
-// hand-over usually has), it is stopped, rewound with pg_rewind and started
-// again.
+// hand-over usually has), it is stopped, rewound (see Node.Rewinds) and
+// started again.
 func (c *Cluster) Rejoin(ctx context.Context, old, primary *Node) error {
 	if old == primary {
 		return fmt.Errorf("pgtest: cannot rejoin %s to itself", old.name)
@@ -288,7 +288,8 @@ func (c *Cluster) Rejoin(ctx context.Context, old, primary *Node) error {
 
 // followGrace bounds how long Rejoin waits for a restarted node to either
 // stream from the new primary or show that it diverged. Past it, the node is
-// rewound anyway; pg_rewind changes nothing if no rewind is needed.
+// rewound anyway; pg_rewind changes nothing if no rewind is needed (a fresh
+// copy replaces what was there).
 const followGrace = 10 * time.Second
 
 // followOrDiverge waits until standby r streams from p on p's timeline (it
@@ -334,9 +335,23 @@ func (c *Cluster) followOrDiverge(ctx context.Context, r, p *Node, h history) (b
 	return diverged, err
 }
 
-// rewind runs pg_rewind on the stopped node n against p, makes n a standby
-// of p, starts it and waits until it streams.
+// rewind runs pg_rewind on the stopped node n against p (where the binaries
+// have no pg_rewind, it copies p's data directory afresh instead), makes n a
+// standby of p, starts it and waits until it streams.
 func (c *Cluster) rewind(ctx context.Context, n, p *Node) error {
+	if !c.bins.rewind {
+		n.rewinds.Add(1)
+		if err := c.recopy(ctx, n, p); err != nil {
+			return err
+		}
+		if err := n.configureStandby(p); err != nil {
+			return err
+		}
+		if err := n.start(ctx); err != nil {
+			return err
+		}
+		return c.waitStreaming(ctx, n, p)
+	}
 	// pg_rewind reads the source's timeline from its control file, which is
 	// only current after a checkpoint (see Promote; p may have been promoted
 	// by other means).
@@ -345,7 +360,7 @@ func (c *Cluster) rewind(ctx context.Context, n, p *Node) error {
 	}
 	// pg_rewind runs crash recovery first if n was not shut down cleanly.
 	source := fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", kvQuote(p.sockDir), p.port)
-	out, err := c.bins.run(ctx, n.dir, "pg_rewind", "-D", n.dataDir, "--source-server="+source, "--no-sync")
+	out, err := c.bins.run(ctx, n.dir, rewindTool, "-D", n.dataDir, "--source-server="+source, "--no-sync")
 	n.rewinds.Add(1)
 	if err != nil {
 		return n.errorf("pg_rewind from %s: %w", p.name, err)

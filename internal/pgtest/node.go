@@ -94,7 +94,7 @@ type Node struct {
 	proc    *process // nil when stopped
 	lastPID int      // pid of the most recent postmaster
 
-	rewinds atomic.Int32 // how often pg_rewind ran on this node
+	rewinds atomic.Int32 // how often this node was rewound (see Rewinds)
 }
 
 // process is one run of a postmaster.
@@ -465,5 +465,7 @@ func (n *Node) pid() int {
 	return n.proc.pid
 }
 
-// Rewinds returns how many times the harness ran pg_rewind on this node.
+// Rewinds returns how many times the harness rewound this node: ran
+// pg_rewind on it or, where the binaries have no pg_rewind, replaced its
+// data directory with a fresh copy of the primary's.
 func (n *Node) Rewinds() int { return int(n.rewinds.Load()) }

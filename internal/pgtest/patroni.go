@@ -175,7 +175,7 @@ func lookPatroni() (map[string]string, error) {
 //
 // The programs patroni, patronictl and etcd are looked up in PATH, and
 // installed when missing as EnsurePatroni does; PostgreSQL is found as for
-// New.
+// New, and must come with pg_basebackup and pg_rewind.
 func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, error) {
 	if err := normalizePatroni(&opts); err != nil {
 		return nil, err
@@ -187,6 +187,10 @@ func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, erro
 	bins, err := cachedBinaries(ctx, "")
 	if err != nil {
 		return nil, err
+	}
+	// Patroni makes its replicas and rewinds with the PostgreSQL tools.
+	if !bins.basebackup || !bins.rewind {
+		return nil, fmt.Errorf("%w: Patroni needs %s and %s beside postgres in %s", ErrNoBinaries, basebackupTool, rewindTool, bins.dir)
 	}
 	tmpl, err := templateFor(ctx, bins) // sweeps stale directories first
 	if err != nil {

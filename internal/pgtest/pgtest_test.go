@@ -243,8 +243,14 @@ func waitCount(t *testing.T, ctx context.Context, n *Node, table string, want in
 func TestFailoverDiverged(t *testing.T) {
 	skipUnderShort(t)
 	t.Parallel()
+	failoverDiverged(t, Start(t, Options{Replicas: 2}))
+}
+
+// failoverDiverged runs TestFailoverDiverged's drill on c, a primary with
+// two replicas.
+func failoverDiverged(t *testing.T, c *Cluster) {
+	t.Helper()
 	ctx := testCtx(t)
-	c := Start(t, Options{Replicas: 2})
 	n := c.Nodes()
 	mustExec(t, ctx, n[0], "CREATE TABLE t (id int); INSERT INTO t VALUES (1)")
 	if err := c.WaitReplicated(ctx); err != nil {

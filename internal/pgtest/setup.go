@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -103,10 +104,16 @@ func makeTemplate(ctx context.Context, b *binaries, root string) (string, error)
 	return data, err
 }
 
-// copyTree copies the template data directory to dst (which must not exist),
-// keeping modes and giving everything to the server user.
-func copyTree(b *binaries, src, dst string) error {
+// copyTree copies the data directory src to dst (which must not exist),
+// keeping modes and giving everything to the server user. Paths (relative
+// to src) for which leave reports true are not copied, nor what is below
+// them; leave may be nil. src may be a running server's: a file or
+// directory that vanishes during the copy is passed over.
+func copyTree(b *binaries, src, dst string, leave func(rel string, dir bool) bool) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -114,16 +121,34 @@ func copyTree(b *binaries, src, dst string) error {
 		if err != nil {
 			return err
 		}
+		if leave != nil && rel != "." && leave(rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		target := filepath.Join(dst, rel)
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		switch {
 		case d.IsDir():
+			if rel == "." {
+				if _, err := os.Stat(dst); err == nil {
+					return nil // made by the caller
+				}
+			}
 			return b.mkdirOwned(target, info.Mode().Perm())
 		case info.Mode().IsRegular():
-			if err := copyFile(path, target, info.Mode().Perm()); err != nil {
+			err := copyFile(path, target, info.Mode().Perm())
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			return b.chown(target)

@@ -13,5 +13,6 @@
 // its promotion may still be under way.
 //
 // The package holds types only and imports neither pgx nor the failover
-// package, so a source can live anywhere.
+// package: it sits below both failover and the sources (package patroni,
+// say), which import it, so a source can live anywhere.
 package topology

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/pgfailover/pgfailover/failover/topology"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/topology"
 )
 
 // A source reports whole topologies; members are known by address.

@@ -1,0 +1,220 @@
+package failover
+
+import (
+	"slices"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/outcome"
+)
+
+// How a call's attempt is settled: the outcome decision applied, the
+// call's failover episode (its span, deadline and each host's outcome),
+// and the error the caller gets when the call cannot complete.
+
+// done settles an attempt on c.host. err is what the attempt returned and
+// rule what the statement allows. done returns nil on success, errRetry
+// when the caller should try the next host, and otherwise the error to
+// hand back. A success with rule including outcome.MayWrite tells the Pool
+// that data may have changed. Once a call is settled, later errors (a rows
+// or batch closed after its error was returned) pass through unchanged and
+// are not counted again.
+//
+// A failure is described (what the error and the statement say), the host
+// is marked, the call's progress is read, outcome.Decide decides, and
+// apply carries the decision out.
+func (c *call) done(err error, rule outcome.Rule) error {
+	if c.settledOnce {
+		return err
+	}
+	if err == nil {
+		if rule&outcome.MayWrite != 0 && c.picker.reads == nil {
+			c.p.wrote(c.ctx, c.host)
+		}
+		c.finish(nil)
+		return nil
+	}
+	err, f := outcome.Describe(err, outcome.Call, rule, c.picker.target)
+	// The call's progress as it stood before this failure. A failure that
+	// starts the call's episode (Record) leaves FailedOver and TimeLeft as
+	// they were for the decision: the decision reads FailedOver only when
+	// the caller gave up, which records nothing, and a new episode's
+	// deadline lies a positive budget ahead.
+	f.CallerDone = c.ctx.Err() != nil
+	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.episode, c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
+	return c.apply(outcome.Decide(f), err)
+}
+
+// apply carries out decision d on a failed attempt: the host's health (and
+// the topology source's view), the call's failover episode, which a first
+// event starts; a counted attempt holds the host back for a backoff before
+// the call may send there again; the call then retries, or ends with err as
+// the verdict says.
+func (c *call) apply(d outcome.Decision, err error) error {
+	if d.Mark {
+		c.p.markFailed(c.host, d.Meaning, err)
+	}
+	if d.Record {
+		c.record(d.Meaning, err)
+	}
+	if d.Counts {
+		c.holdBack()
+	}
+	switch d.Verdict {
+	case outcome.TryNext:
+		return errRetry
+	case outcome.FailHost:
+		return c.settled(nil, err)
+	case outcome.FailUnknown, outcome.FailInterrupted:
+		return c.settled(errorKind(d.Verdict), err)
+	case outcome.FailBudget:
+		if c.ctx.Err() != nil {
+			c.note(c.host.addr, err)
+			return c.giveUp(ErrBudgetExhausted, c.ctx.Err())
+		}
+		return c.giveUp(ErrBudgetExhausted, nil)
+	}
+	c.finish(err)
+	return err
+}
+
+// holdBack counts a failed attempt on c.host and holds the host back for
+// a backoff before the call may send there again.
+func (c *call) holdBack() {
+	ev := c.events()
+	ev.attempts++
+	ev.failed = append(ev.failed, c.host.addr)
+	if ev.backoff == nil {
+		ev.backoff = newFullJitter(c.p.cfg.BackoffInitial, c.p.cfg.BackoffMax)
+	}
+	ev.notBefore = c.p.clock.Now().Add(ev.backoff.NextBackOff())
+}
+
+// timeLeft reports whether the failover budget has time left.
+func (c *call) timeLeft() bool {
+	return !c.episode || c.p.clock.Now().Before(c.ev.deadline)
+}
+
+// failedOn reports whether this call failed on addr already.
+func (c *call) failedOn(addr string) bool {
+	if c.ev == nil {
+		return false
+	}
+	for _, a := range c.ev.failed {
+		if a == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// settled ends a call that met a failover event and cannot complete: the
+// error names the host and, with kind, what the failure means.
+func (c *call) settled(kind, err error) error {
+	addr := ""
+	if c.host != nil {
+		addr = c.host.addr
+	}
+	he := &HostError{Kind: kind, Addr: addr, Err: err}
+	c.finish(he)
+	return he
+}
+
+// finish records the outcome of the call, once. A call that met a failover
+// episode counts as survived (err nil) or failed, and its episode's span
+// ends. Inside RunTx the transaction function is what counts, so the call
+// only tells RunTx it failed over.
+func (c *call) finish(err error) {
+	if c.settledOnce {
+		return
+	}
+	c.settledOnce = true
+	if !c.episode {
+		return
+	}
+	if c.ev.waited > 0 {
+		c.p.telemetry.waited(c.ctx, c.ev.span, c.ev.waited)
+		c.p.waitsOver()
+	}
+	c.p.telemetry.endEpisode(c.ctx, c.ev.span, int(c.tries), err)
+	c.p.logEpisode(c, err)
+	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {
+		st.failedOver = true
+		return
+	}
+	c.p.telemetry.counted(c.ctx, err)
+}
+
+// startEpisode begins the call's failover episode, once: its span, and the
+// deadline that bounds every wait and attempt from now on.
+func (c *call) startEpisode() {
+	if c.episode {
+		return
+	}
+	c.episode = true
+	ev := c.events()
+	ev.deadline = c.p.clock.Now().Add(c.p.steer.budget(c.p.cfg.MaxDuration))
+	ev.span = c.p.telemetry.startEpisode(c.ctx)
+}
+
+// record notes a failover event on the current host.
+func (c *call) record(class hosthealth.Class, err error) {
+	c.startEpisode()
+	c.note(c.host.addr, err)
+	c.p.telemetry.hostFailed(c.ev.span, c.host, class, err)
+}
+
+// noteFirst keeps err as host addr's outcome unless it has one.
+func (c *call) noteFirst(addr string, err error) {
+	for _, o := range c.events().outcomes {
+		if o.Addr == addr {
+			return
+		}
+	}
+	c.note(addr, err)
+}
+
+// note keeps err as the last outcome of host addr.
+func (c *call) note(addr string, err error) {
+	ev := c.events()
+	for i := range ev.outcomes {
+		if ev.outcomes[i].Addr == addr {
+			ev.outcomes[i].Err = err
+			return
+		}
+	}
+	ev.outcomes = append(ev.outcomes, HostError{Addr: addr, Err: err})
+}
+
+// giveUp ends the call with kind, listing each host's last outcome.
+func (c *call) giveUp(kind, cause error) error {
+	if kind == ErrBudgetExhausted && cause != nil && !c.episode {
+		// The caller gave up before anything failed: the plain context
+		// error, as pgxpool would return it.
+		c.finish(cause)
+		return cause
+	}
+	ev := c.events()
+	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: ev.attempts, Hosts: ev.outcomes}
+	// Hosts the call never tried (it waited while they were down or in the
+	// wrong role) are listed with what the Pool knew of them.
+	s := c.p.routes.Load().health
+	for i := range s.Len() {
+		h := s.Host(i)
+		if slices.ContainsFunc(fe.Hosts, func(o HostError) bool { return o.Addr == h.Addr }) {
+			continue
+		}
+		var why error = &hosthealth.RoleError{Addr: h.Addr, Role: h.Role, Target: c.picker.target}
+		if st := s.State(i, c.picker.target); st != hosthealth.TopologyReject {
+			why = &hostStateError{state: st}
+			if c.picker.reads != nil && st <= hosthealth.Unknown && h.Role == hosthealth.RoleReplica {
+				if lagErr := c.picker.reads.lagError(h.Addr); lagErr != nil {
+					why = lagErr
+				}
+			}
+		}
+		fe.Hosts = append(fe.Hosts, HostError{Addr: h.Addr, Err: why})
+	}
+	c.finish(fe)
+	return fe
+}
+
