@@ -13,9 +13,9 @@ import (
 )
 
 // BinDirEnv names the environment variable that points the harness at a
-// directory holding the PostgreSQL server programs (postgres, initdb,
-// pg_basebackup, pg_rewind). When it is set, the harness looks there only
-// and installs nothing.
+// directory holding the PostgreSQL server programs (postgres and initdb;
+// pg_basebackup and pg_rewind are used when they are there). When it is
+// set, the harness looks there only and installs nothing.
 const BinDirEnv = pgtest.BinDirEnv
 
 // ErrNoBinaries is wrapped by the error of New (and the failure of Start)

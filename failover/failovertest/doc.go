@@ -57,9 +57,9 @@
 // line on stderr saying so). Otherwise Start fails the test, and New
 // returns an error wrapping ErrNoBinaries; its text ends with the command
 // that installs them here (apt-get, dnf or brew). initdb runs once per test
-// process; every cluster copies its result, and replicas are base backups
-// of the primary, so a primary with one replica is ready within a few
-// seconds.
+// process; every cluster copies its result, and replicas are copies of the
+// primary's data directory, so a primary with one replica is ready within
+// a few seconds.
 //
 // Servers listen on 127.0.0.1 only, each on a port of its own, with
 // settings tuned for speed (fsync off) that lose nothing a test needs. The
