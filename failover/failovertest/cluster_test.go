@@ -15,6 +15,16 @@ import (
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
+// skipUnderShort skips, under -short, a drill the fast loop leaves out
+// (the start, the guide's test and the ledger's checks stay), and names
+// the command that runs it.
+func skipUnderShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipped under -short; run: go test -race -run '^%s$' ./failover/failovertest/", t.Name())
+	}
+}
+
 func testContext(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -121,6 +131,7 @@ func TestStartDefaults(t *testing.T) {
 
 // TestOptions: every option reaches the servers.
 func TestOptions(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	const pw = "another secret"
@@ -236,6 +247,7 @@ func TestNewWithoutBinaries(t *testing.T) {
 // TestFailover: the primary crashes, a replica is promoted after the gap,
 // the Pool writes to it, and the old primary rejoins as a standby.
 func TestFailover(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	c := failovertest.Start(t, failovertest.Replicas(2), failovertest.SyncReplication())
@@ -318,6 +330,7 @@ type errBox struct{ err error }
 // primary; Promote of a chosen standby makes it primary and the other
 // standby follows.
 func TestCrashPrimaryThenPromote(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	c := failovertest.Start(t, failovertest.Replicas(2))
@@ -358,6 +371,7 @@ func TestCrashPrimaryThenPromote(t *testing.T) {
 // TestSwitchover: the primary role moves cleanly and the old primary comes
 // back as a standby of the new one.
 func TestSwitchover(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	c := failovertest.Start(t)
@@ -390,6 +404,7 @@ func TestSwitchover(t *testing.T) {
 // TestFreezeThaw: a frozen primary answers nothing, not even a new
 // connection; thawed, it answers again.
 func TestFreezeThaw(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	c := failovertest.Start(t, failovertest.Replicas(0))
@@ -430,6 +445,7 @@ func TestFreezeThaw(t *testing.T) {
 // TestPauseReplay: a paused standby receives WAL but does not apply it
 // until ResumeReplay.
 func TestPauseReplay(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	c := failovertest.Start(t)
@@ -472,6 +488,7 @@ func TestPauseReplay(t *testing.T) {
 // TestRestartAndCrash: Restart ends open sessions with 57P01 and brings the
 // server back in its role; a crashed standby restarts and streams again.
 func TestRestartAndCrash(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	c := failovertest.Start(t)
@@ -509,6 +526,7 @@ func TestRestartAndCrash(t *testing.T) {
 
 // TestNotANode: faults refuse a node of another cluster.
 func TestNotANode(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	a := failovertest.Start(t, failovertest.Replicas(0))

@@ -18,9 +18,7 @@ import (
 // Patroni's one-second HA loop is timed against the other tests' servers
 // on a small machine otherwise.
 func TestPatroni(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipped under -short; run: go test -race -run '^TestPatroni$' ./failover/failovertest/")
-	}
+	skipUnderShort(t)
 	ctx := testContext(t)
 	c := failovertest.StartPatroni(t, failovertest.Replicas(2), failovertest.SyncReplication(),
 		failovertest.Zones("a", "b", "c"))

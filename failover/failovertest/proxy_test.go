@@ -19,6 +19,7 @@ import (
 // through a proxy per server, and its latency, blackhole and reset reach
 // them; without it the network faults fail with ErrNoProxy.
 func TestProxies(t *testing.T) {
+	skipUnderShort(t)
 	t.Parallel()
 	ctx := testContext(t)
 	c := failovertest.Start(t, failovertest.Proxies())
