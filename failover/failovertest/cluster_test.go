@@ -140,7 +140,7 @@ func TestOptions(t *testing.T) {
 		failovertest.SyncReplication(),
 		failovertest.Zones("east", "west"),
 		failovertest.Setting("work_mem", "5MB"),
-		failovertest.Setting("application_name", "harnessed"),
+		failovertest.Setting("lock_timeout", "7s"),
 		failovertest.Password(pw),
 		failovertest.TLS(),
 	)
@@ -162,6 +162,9 @@ func TestOptions(t *testing.T) {
 	for _, n := range nodes {
 		if got := scalar[string](t, ctx, n, "SHOW work_mem"); got != "5MB" {
 			t.Errorf("%s: work_mem = %q, want 5MB", n, got)
+		}
+		if got := scalar[string](t, ctx, n, "SHOW lock_timeout"); got != "7s" {
+			t.Errorf("%s: lock_timeout = %q, want 7s", n, got)
 		}
 		if got := scalar[string](t, ctx, n, "SHOW synchronous_standby_names"); got != "ANY 1 (*)" {
 			t.Errorf("%s: synchronous_standby_names = %q", n, got)
