@@ -290,7 +290,7 @@ func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 
 	mu.Lock()
 	defer mu.Unlock()
-	var onLeader, failed int
+	var onLeader, leaderAfter, failed int
 	var firstOnSync, lastOnSync, firstBack time.Time
 	for _, r := range reads {
 		switch {
@@ -304,6 +304,8 @@ func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 			// Patroni's synchronous standby moved to it, so that the
 			// leader heads the second wave.
 			onLeader++
+		case r.port == leader.Port():
+			leaderAfter++
 		case r.port == local.Port() && r.at.After(back) && firstBack.IsZero():
 			firstBack = r.at
 		case r.port == standby.Port():
@@ -316,6 +318,7 @@ func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 	if onLeader > 0 {
 		t.Errorf("%d reads went to the leader before the local server's restart; the fallback's first wave is the synchronous standby", onLeader)
 	}
+	t.Logf("%d reads on the leader after the local server's restart", leaderAfter)
 	t.Logf("%d reads, %d failed; local %s killed, first read on %s at kill+%v, reads back on the local server after its restart+%v (last on the standby at restart+%v)",
 		len(reads), failed, local.Name(), standby.Name(), firstOnSync.Sub(killed).Round(time.Millisecond),
 		firstBack.Sub(back).Round(time.Millisecond), lastOnSync.Sub(back).Round(time.Millisecond))
