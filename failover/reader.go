@@ -242,12 +242,11 @@ func (r *Reader) outageSince(c *call) time.Time {
 // had, what it holds (look). It returns whether the read takes h; if not,
 // the read passes h over.
 func (r *Reader) confirm(c *call, h *hostPool, conn *pgxpool.Conn) bool {
-	ev := c.events()
-	switch {
-	case !c.reason.InOutage():
+	if !c.reason.InOutage() {
 		ok, waited := r.replayed(c, h, conn, c.after)
 		switch {
 		case !ok:
+			ev := c.events() // not before: a read that finds its position allocates nothing
 			ev.behind = append(ev.behind, h.addr)
 		case waited:
 			c.reason = replica.Waited
@@ -255,10 +254,11 @@ func (r *Reader) confirm(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 			c.reason = replica.CaughtUp
 		}
 		return ok
-	case ev.outage != 0:
-		ok, _ := r.replayed(c, h, conn, ev.outage)
+	}
+	if pos := c.ev.outage; pos != 0 { // routeInOutage made c.ev
+		ok, _ := r.replayed(c, h, conn, pos)
 		if !ok {
-			ev.short = append(ev.short, h.addr)
+			c.ev.short = append(c.ev.short, h.addr)
 		}
 		return ok
 	}
