@@ -83,7 +83,7 @@ type callEvents struct {
 	span      trace.Span    // the failover episode
 	behind    []string      // replicas a read checked that had not replayed its position
 
-	// A read through the Reader while no primary is usable (Reader.nextInOutage):
+	// A read through the Reader while no primary is usable (Reader.routeInOutage):
 	outage replica.LSN // the position the replica picked must have replayed; zero: look at it first
 	since  time.Time   // for a read not pinned: when the rule was first applied to it
 	looked []string    // replicas looked at for the read
