@@ -73,7 +73,9 @@ import (
 //     (pg_stat_wal_receiver): none can receive more, so the read sees
 //     every write that any promotion of them can keep, and misses an
 //     acknowledged write that reached none of them, which that promotion
-//     loses too.
+//     loses too. A replica a read looks at whose receiver is still
+//     connected is asked again within the same replica_wait: it takes a
+//     receiver a moment to see its sender go.
 //
 // When the position cannot be had yet, or no replica has replayed it
 // (the WAL a replica received ends inside a record, which it cannot
@@ -275,33 +277,50 @@ const lookSQL = "SELECT (" + walSQL + ")::text, (" + receivedSQL + ")::text, " +
 // read c while no primary is usable and the outage's position cannot be
 // had, and records it: one round trip. The read takes h when, with what h
 // said, the position can be had and h has replayed it; else it picks
-// again, and does not look at h again.
+// again, and does not look at h again. Without synchronous replication, a
+// replica whose WAL receiver has not yet seen its sender go is asked
+// again, as for a read's position, while the read has waited less than
+// replica_wait for replicas in all.
 func (r *Reader) look(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 	ev := c.events()
 	ev.looked = append(ev.looked, h.addr)
-	asked := r.p.clock.Now()
-	var replayed, received *string
-	var receiving bool
-	if err := conn.QueryRow(c.ctx, lookSQL).Scan(&replayed, &received, &receiving); err != nil || replayed == nil {
-		return false
-	}
-	rep := replica.Report{At: asked, Receiving: receiving}
-	var err error
-	if rep.Replayed, err = replica.ParseLSN(*replayed); err != nil {
-		return false
-	}
-	if received != nil {
-		if rep.Received, err = replica.ParseLSN(*received); err != nil {
+	for delay := firstReplayPoll; ; delay = min(2*delay, lastReplayPoll) {
+		rep, ok := r.askHeld(c.ctx, conn)
+		if !ok {
+			return false
+		}
+		r.p.looked(h.addr, rep)
+		rs := r.p.routes.Load()
+		if rs.outage == nil {
+			return false // a primary is usable again
+		}
+		if pos, ok := rs.outage.Position(r.outageSince(c)); ok {
+			return rep.Replayed >= pos
+		}
+		if !rep.Receiving || rs.outage.Sync() || !r.pause(c, delay) {
 			return false
 		}
 	}
-	r.p.looked(h.addr, rep)
-	rs := r.p.routes.Load()
-	if rs.outage == nil {
-		return false // a primary is usable again
+}
+
+// askHeld asks the server at the other end of conn what WAL it holds
+// (lookSQL), as of the time returned in the Report.
+func (r *Reader) askHeld(ctx context.Context, conn *pgxpool.Conn) (replica.Report, bool) {
+	rep := replica.Report{At: r.p.clock.Now()}
+	var replayed, received *string
+	if err := conn.QueryRow(ctx, lookSQL).Scan(&replayed, &received, &rep.Receiving); err != nil || replayed == nil {
+		return rep, false
 	}
-	pos, ok := rs.outage.Position(r.outageSince(c))
-	return ok && rep.Replayed >= pos
+	var err error
+	if rep.Replayed, err = replica.ParseLSN(*replayed); err != nil {
+		return rep, false
+	}
+	if received != nil {
+		if rep.Received, err = replica.ParseLSN(*received); err != nil {
+			return rep, false
+		}
+	}
+	return rep, true
 }
 
 // lastWriteTime returns when a call that may have written last completed,
@@ -490,9 +509,7 @@ const unknownPosition = replica.LSN(math.MaxUint64)
 // in all (across the replicas it asks); waited says whether it did. What
 // the replica says also moves its known position on for every read.
 func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn, want replica.LSN) (ok, waited bool) {
-	clk := r.p.clock
-	delay := firstReplayPoll
-	for ; ; waited = true {
+	for delay := firstReplayPoll; ; delay, waited = min(2*delay, lastReplayPoll), true {
 		got, ok := r.replayPosition(c.ctx, h, conn)
 		if !ok {
 			return false, waited
@@ -500,26 +517,38 @@ func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn, want replica
 		if got >= want {
 			return true, waited
 		}
-		left := r.wait - c.replaySpent()
-		if left <= 0 {
+		if !r.pause(c, delay) {
 			return false, waited
 		}
-		began := clk.Now()
-		t := clk.NewTimer(min(delay, left))
-		select {
-		case <-t.C():
-		case <-c.ctx.Done():
-			t.Stop()
-			return false, waited
-		}
-		c.events().spent += clk.Now().Sub(began)
-		delay = min(2*delay, lastReplayPoll)
 	}
 }
 
+// pause waits delay before read c asks a replica again, or what is left
+// of replica_wait for it when that is less, and counts the wait against
+// it. It reports false, without waiting, when nothing is left, and when
+// the read's context ends.
+func (r *Reader) pause(c *call, delay time.Duration) bool {
+	left := r.wait - c.replaySpent()
+	if left <= 0 {
+		return false
+	}
+	clk := r.p.clock
+	began := clk.Now()
+	t := clk.NewTimer(min(delay, left))
+	select {
+	case <-t.C():
+	case <-c.ctx.Done():
+		t.Stop()
+		return false
+	}
+	c.events().spent += clk.Now().Sub(began)
+	return true
+}
+
 // The pauses between two questions to a replica that has not yet
-// replayed a read's position: a replica streaming from a busy primary is
-// usually a fraction of a millisecond behind.
+// replayed a read's position (or seen its sender go, see look): a replica
+// streaming from a busy primary is usually a fraction of a millisecond
+// behind.
 const (
 	firstReplayPoll = 200 * time.Microsecond
 	lastReplayPoll  = 2 * time.Millisecond
