@@ -92,7 +92,7 @@ func TestConfigDurationKeysCoverEveryDurationKey(t *testing.T) {
 	}
 	// Every key of ours but these takes a duration.
 	notDurations := []string{keyTarget, keyTargetSessionAttrs, keyZone, keyZones, keyMaxAttempts, keyReadyConns, keyPatroniAPIURLs,
-		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal, keyLazyConnect}
+		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal, keyLazyConnect, keyOutageReads}
 	var want []string
 	for _, k := range slices.Concat(ownKeys, fallbackKeys) {
 		if !slices.Contains(notDurations, k) {

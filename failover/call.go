@@ -82,6 +82,12 @@ type callEvents struct {
 	spent     time.Duration // time a read through the Reader spent waiting for a replica to replay its position
 	span      trace.Span    // the failover episode
 	behind    []string      // replicas a read checked that had not replayed its position
+
+	// A read through the Reader while no primary is usable (Reader.routeInOutage):
+	outage replica.LSN // the position the replica picked must have replayed; zero: look at it first
+	since  time.Time   // for a read not pinned: when the rule was first applied to it
+	looked []string    // replicas looked at for the read
+	short  []string    // replicas found short of the outage's position
 }
 
 // events returns what the call keeps of its events, made on first use.
@@ -156,11 +162,9 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, err
 		}
 		conn, err := c.acquireFrom(h)
-		if err == nil && c.verify && !c.p.reader.replayed(c, h, conn) {
+		if err == nil && c.verify && !c.p.reader.confirm(c, h, conn) {
 			// Not there yet: another replica, or the primary, takes the read.
 			conn.Release()
-			ev := c.events()
-			ev.behind = append(ev.behind, h.addr)
 			continue
 		}
 		if err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -212,6 +213,12 @@ type ReplicaConfig struct {
 	// most (300 commits, a loaded 2-core machine); 20ms covers that with
 	// room to spare.
 	Wait time.Duration
+	// OutageReads (outage_reads, default replica) is what a read that
+	// must see a write does while no primary is usable and no replica is
+	// known to have replayed the write: replica.OutageReplica sends it to
+	// a replica that holds every write the replicas received (see
+	// Reader), replica.OutageWait makes it wait for a primary.
+	OutageReads replica.OutageReads
 }
 
 // check reports a setting set in code out of the range ParseConfig
@@ -240,6 +247,8 @@ func (r ReplicaConfig) check(probeInterval time.Duration) error {
 		return &ConfigError{Key: keyReplicaWait, Msg: "must not be negative"}
 	case r.MaxLag > 0 && r.MaxLag <= probeInterval:
 		return &ConfigError{Key: keyMaxLag, Msg: "must be greater than " + keyHealthProbeInterval + " (" + probeInterval.String() + "), or 0 for no gate"}
+	case r.OutageReads > replica.OutageWait:
+		return &ConfigError{Key: keyOutageReads, Msg: "is " + r.OutageReads.String() + ": must be replica or wait"}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/pgfailover/pgfailover/internal/connstr"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // Connection-string keys owned by this package. pgconn does not know them,
@@ -36,6 +37,7 @@ const (
 	keyPinAfterWrite          = "pin_after_write"
 	keyMaxLag                 = "max_lag"
 	keyReplicaWait            = "replica_wait"
+	keyOutageReads            = "outage_reads"
 	keyPatroniAPIURLs         = "patroni_api_urls"
 	keyPatroniRefresh         = "patroni_refresh_interval"
 	keyPatroniAllowedHosts    = "patroni_allowed_hosts"
@@ -79,6 +81,7 @@ var ownKeys = []string{
 	keyPinAfterWrite,
 	keyMaxLag,
 	keyReplicaWait,
+	keyOutageReads,
 	keyPatroniAPIURLs,
 	keyPatroniRefresh,
 	keyPatroniAllowedHosts,
@@ -160,6 +163,11 @@ var fallbackKeys = []string{
 //	                                      one, or with a CausalToken) waits for a replica to
 //	                                      replay it before going to the primary; >= 0,
 //	                                      0 sends it to the primary at once
+//	outage_reads              replica     what such a read does while no primary is usable:
+//	                                      replica: it goes to a replica that holds every
+//	                                      write the replicas received (every acknowledged
+//	                                      write, with synchronous replication; see Reader);
+//	                                      wait: it waits for a primary
 //	patroni_api_urls          ""          comma list of http or https URLs of the Patroni REST
 //	                                      API: the hosts, their claimed roles and zones come
 //	                                      from GET /cluster, merged with the string's hosts;
@@ -463,9 +471,9 @@ func (p *parseState) probeWaitMax(own map[string]string, probeInterval time.Dura
 	return d, nil
 }
 
-// parse reads pin_after_write, max_lag and replica_wait from own over the defaults in r.
-// max_lag is checked against probeInterval, the health_probe_interval in
-// force.
+// parse reads pin_after_write, max_lag, replica_wait and outage_reads
+// from own over the defaults in r. max_lag is checked against
+// probeInterval, the health_probe_interval in force.
 func (r *ReplicaConfig) parse(p *parseState, own map[string]string, probeInterval time.Duration) error {
 	var err error
 	if r.PinAfterWrite, err = p.duration(own, keyPinAfterWrite, r.PinAfterWrite, nonNegative); err != nil {
@@ -476,6 +484,16 @@ func (r *ReplicaConfig) parse(p *parseState, own map[string]string, probeInterva
 	}
 	if r.Wait, err = p.duration(own, keyReplicaWait, r.Wait, nonNegative); err != nil {
 		return err
+	}
+	if v, ok := own[keyOutageReads]; ok {
+		switch v {
+		case replica.OutageReplica.String():
+			r.OutageReads = replica.OutageReplica
+		case replica.OutageWait.String():
+			r.OutageReads = replica.OutageWait
+		default:
+			return p.badValue(keyOutageReads, v, "must be replica or wait", nil)
+		}
 	}
 	if r.MaxLag > 0 && r.MaxLag <= probeInterval {
 		// A replica's staleness bound only shrinks when it is probed, so a

@@ -161,6 +161,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	p.reader = &Reader{p: p, wait: cfg.Replica.Wait, router: replica.Router{Policy: replica.Policy{
 		MaxLag:        cfg.Replica.MaxLag,
 		PinAfterWrite: cfg.Replica.PinAfterWrite,
+		OutageReads:   cfg.Replica.OutageReads,
 	}}}
 	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
 	wake := make(chan struct{})
