@@ -31,7 +31,7 @@ var errRetry = errors.New("pgfailover: retry")
 // pick, so the next pick passes it over. When no host is usable (every one
 // refusing, unreachable or in the wrong role) the call waits for the
 // routing state to change instead of dialling: the probes, which run
-// faster while anyone waits (see probeSchedule), are then the only ones
+// faster while anyone waits (see probe.Schedule), are then the only ones
 // touching the hosts. The wait, and the whole call, is
 // bounded by one deadline fixed at the first failover event
 // (failover_max_duration) and by the caller's context.
@@ -272,7 +272,7 @@ func (c *call) noHostOr(kind error) error {
 // a re-send ends (when heldBack), the budget or the caller's context runs
 // out, or the Pool closes. While it waits, the probes ask the reachable
 // hosts from 2ms apart up to health_probe_wait_max apart, and watch a
-// replica that a promotion would make usable (probeSchedule), so that a
+// replica that a promotion would make usable (probe.Schedule), so that a
 // promotion is seen within tens of milliseconds.
 func (c *call) wait(rs *routes, heldBack bool) error {
 	c.startEpisode()

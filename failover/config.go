@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
@@ -228,8 +229,8 @@ func (c *Config) check() error {
 	switch {
 	case c.ReadyConns < 0:
 		return &ConfigError{Key: keyReadyConns, Msg: fmt.Sprintf("ReadyConns is %d, negative: 0 opens none", c.ReadyConns)}
-	case c.HealthProbeWaitMax < probeFloor:
-		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probeFloor)}
+	case c.HealthProbeWaitMax < probe.Floor:
+		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probe.Floor)}
 	case c.HealthProbeWaitMax > c.HealthProbeInterval:
 		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, greater than %s (HealthProbeInterval, %v)", c.HealthProbeWaitMax, keyHealthProbeInterval, c.HealthProbeInterval)}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/connstr"
 	"github.com/pgfailover/pgfailover/internal/netconn"
+	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -450,7 +451,7 @@ func (p *parseState) applyBudget(c *Config, own map[string]string) error {
 	return nil
 }
 
-// probeWaitMax reads health_probe_wait_max: at least probeFloor, at most
+// probeWaitMax reads health_probe_wait_max: at least probe.Floor, at most
 // probeInterval, the health_probe_interval in force. When the key is unset
 // the default is lowered to probeInterval if that is smaller.
 func (p *parseState) probeWaitMax(own map[string]string, probeInterval time.Duration) (time.Duration, error) {
@@ -463,8 +464,8 @@ func (p *parseState) probeWaitMax(own map[string]string, probeInterval time.Dura
 		return 0, err
 	}
 	switch {
-	case d < probeFloor:
-		return 0, p.badValue(keyHealthProbeWaitMax, v, fmt.Sprintf("is less than %s, the shortest interval between probes", probeFloor), nil)
+	case d < probe.Floor:
+		return 0, p.badValue(keyHealthProbeWaitMax, v, fmt.Sprintf("is less than %s, the shortest interval between probes", probe.Floor), nil)
 	case d > probeInterval:
 		return 0, p.badValue(keyHealthProbeWaitMax, v, fmt.Sprintf("is greater than %s (%s)", keyHealthProbeInterval, probeInterval), nil)
 	}
