@@ -255,8 +255,8 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cfg := h.dial.Copy()
-	if h.probe.beforeConnect != nil {
-		if err := h.probe.beforeConnect(ctx, cfg); err != nil {
+	if h.probe.BeforeConnect != nil {
+		if err := h.probe.BeforeConnect(ctx, cfg); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/netconn"
+	"github.com/pgfailover/pgfailover/internal/probe"
 )
 
 // connKey is where what the Pool keeps of each connection (connState)
@@ -58,7 +59,7 @@ type hostPool struct {
 	// (default_transaction_read_only on), to a replica or the primary
 	// alike. pool_min_conns does not apply to it.
 	reads *pgxpool.Pool
-	probe prober // used only by the host's probe loop (and NewWithConfig's first probe)
+	probe probe.Prober // used only by the host's probe loop (and NewWithConfig's first probe)
 	// dial holds how this host is dialled: its Host, Port, TLSConfig and
 	// Fallbacks (its TLS variants). It is shared with the probe and never
 	// modified; PgxPool's connections copy its fields.
@@ -93,9 +94,9 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{}), server: newServerAttrs(h)}
 	cfg := p.cfg.hostConfig(h)
 	hp.dial = cfg.ConnConfig.Copy()
-	hp.probe.config = hp.dial
-	hp.probe.beforeConnect = cfg.BeforeConnect
-	hp.probe.socks = &hp.socks
+	hp.probe.Config = hp.dial
+	hp.probe.BeforeConnect = cfg.BeforeConnect
+	hp.probe.Socks = &hp.socks
 
 	readCfg := cfg.Copy()
 	readCfg.MinConns = 0

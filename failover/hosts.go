@@ -130,7 +130,7 @@ func (p *Pool) retire(h *hostPool) {
 		if h.stopProbe != nil {
 			<-h.probeDone
 		}
-		h.probe.close() // its loop closed it, unless it never ran
+		h.probe.Close() // its loop closed it, unless it never ran
 		p.telemetry.closed(h, closedRemoved, h.openConns())
 		h.close() // waits for the connections in use to come back
 	})

@@ -28,15 +28,15 @@ const (
 func (p *Pool) probedLag(addr string, r probeResult) {
 	p.rerouteWith(func(book *replica.Book) bool {
 		switch {
-		case r.err != nil || r.role == hosthealth.RoleUnknown:
+		case r.Err != nil || r.Role == hosthealth.RoleUnknown:
 			return book.Unknown(addr) // unknown until a probe says otherwise
-		case r.role == hosthealth.RolePrimary:
+		case r.Role == hosthealth.RolePrimary:
 			if p.reader != nil { // nil only in tests of the routing alone
-				p.reader.sampler.Observe(addr, replica.Sample{LSN: r.wal, At: r.asked})
+				p.reader.sampler.Observe(addr, replica.Sample{LSN: r.WAL, At: r.Asked})
 			}
-			return book.Primary(addr, r.wal, r.asked, r.sync)
+			return book.Primary(addr, r.WAL, r.Asked, r.Sync)
 		}
-		return book.Replica(addr, replica.Report{At: r.asked, Replayed: r.wal, Received: r.received, Receiving: r.receiving})
+		return book.Replica(addr, replica.Report{At: r.Asked, Replayed: r.WAL, Received: r.Received, Receiving: r.Receiving})
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -56,7 +57,7 @@ func failPrimary(p *Pool) {
 
 // probeReplica records a probe of a replica asked now.
 func probeReplica(p *Pool, clk *clock.Fake, addr string, replayed, received replica.LSN, receiving bool) {
-	p.probedLag(addr, probeResult{role: hosthealth.RoleReplica, wal: replayed, received: received, receiving: receiving, asked: clk.Now()})
+	p.probedLag(addr, probeResult{Result: probe.Result{Role: hosthealth.RoleReplica, WAL: replayed, Received: received, Receiving: receiving, Asked: clk.Now()}})
 }
 
 // pick routes a read with the given position (pinned: by the Pool's last
@@ -74,7 +75,7 @@ func pick(p *Pool, c *call) (addr string) {
 // the Reader's waiters even when its positions stay the same.
 func TestOutageInRoutes(t *testing.T) {
 	p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
-	p.probedLag("p:5432", probeResult{role: hosthealth.RolePrimary, wal: 1000, asked: clk.Now(), sync: true})
+	p.probedLag("p:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true}})
 	probeReplica(p, clk, "r1:5432", 1000, 1000, true)
 	if p.routes.Load().outage != nil {
 		t.Fatal("an outage in the routes while the primary is usable")
@@ -105,7 +106,7 @@ func TestOutageInRoutes(t *testing.T) {
 // crash: where each goes, why, and whether the replica is checked first.
 func TestRouteInOutage(t *testing.T) {
 	p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
-	p.probedLag("p:5432", probeResult{role: hosthealth.RolePrimary, wal: 1000, asked: clk.Now(), sync: true})
+	p.probedLag("p:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true}})
 	probeReplica(p, clk, "r1:5432", 1000, 1000, true)
 	probeReplica(p, clk, "r2:5432", 900, 1000, true)
 	clk.Advance(10 * time.Millisecond)
@@ -193,7 +194,7 @@ func TestRouteInOutage(t *testing.T) {
 func TestRouteInOutageAsynchronous(t *testing.T) {
 	for _, policy := range []replica.OutageReads{replica.OutageReplica, replica.OutageWait} {
 		p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second, OutageReads: policy})
-		p.probedLag("p:5432", probeResult{role: hosthealth.RolePrimary, wal: 1000, asked: clk.Now()})
+		p.probedLag("p:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now()}})
 		p.noteWrite()
 		failPrimary(p)
 		clk.Advance(time.Millisecond)
@@ -220,7 +221,7 @@ func TestRouteInOutageAsynchronous(t *testing.T) {
 // applied to it: a replica looked at before that is looked at again.
 func TestRouteInOutageCausalToken(t *testing.T) {
 	p, clk := outagePool(t, replica.Policy{})
-	p.probedLag("p:5432", probeResult{role: hosthealth.RolePrimary, wal: 1000, asked: clk.Now(), sync: true})
+	p.probedLag("p:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true}})
 	failPrimary(p)
 	clk.Advance(time.Millisecond)
 	probeReplica(p, clk, "r1:5432", 1100, 1100, false)

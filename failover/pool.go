@@ -280,7 +280,7 @@ func (p *Pool) Close() {
 			p.patroniClient.CloseIdleConnections()
 		}
 		for _, h := range hosts {
-			h.probe.close() // its loop closed it, unless it never ran (New failed)
+			h.probe.Close() // its loop closed it, unless it never ran (New failed)
 		}
 	})
 }

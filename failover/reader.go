@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -271,7 +272,7 @@ func (r *Reader) confirm(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 // its insert position), how far it has received it, and whether it
 // receives WAL now: what the probe asks of a replica for the outage rule
 // (see probeSQL).
-const lookSQL = "SELECT (" + walSQL + ")::text, (" + receivedSQL + ")::text, " + receivingSQL
+const lookSQL = "SELECT (" + probe.WALSQL + ")::text, (" + probe.ReceivedSQL + ")::text, " + probe.ReceivingSQL
 
 // look asks the replica h at the other end of conn what it holds, for
 // read c while no primary is usable and the outage's position cannot be
@@ -402,7 +403,7 @@ func (p *Pool) samplePrimary(ctx context.Context, h *hostPool) (replica.Sample, 
 	if err != nil || pos == 0 {
 		return replica.Sample{}, false
 	}
-	return replica.Sample{LSN: recordEnd(pos, blockSize), At: asked}, true
+	return replica.Sample{LSN: probe.RecordEnd(pos, blockSize), At: asked}, true
 }
 
 // startReadCall sets up c, a zero call, as a call of the Reader (see

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -118,8 +119,8 @@ func TestRerouteWakes(t *testing.T) {
 	p.tracker.ObserveConnect("b:5432", hosthealth.RoleReplica)
 	p.reroute()
 	rs = p.routes.Load()
-	p.probedLag("a:5432", probeResult{role: hosthealth.RolePrimary, wal: 100, asked: time.Unix(1, 0)})
-	p.probedLag("b:5432", probeResult{role: hosthealth.RoleReplica, wal: 100})
+	p.probedLag("a:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 100, Asked: time.Unix(1, 0)}})
+	p.probedLag("b:5432", probeResult{Result: probe.Result{Role: hosthealth.RoleReplica, WAL: 100}})
 	if closed(rs.moved) || !closed(rs.changed) {
 		t.Fatalf("a change of freshness: moved closed %v, changed closed %v; want false, true", closed(rs.moved), closed(rs.changed))
 	}

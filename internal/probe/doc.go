@@ -1,10 +1,15 @@
-// Package probe holds the schedule of a Pool's health probes: when each
-// host is probed next, given what its last probe found, whether calls wait
-// for a usable host, and whether a topology source names it the primary;
-// and how a probe of a replica that a promotion would make usable waits on
-// the server instead of polling it ([Schedule.Watch]).
+// Package probe holds a Pool's health probe of one host: the [Prober],
+// which asks the server one question on a connection of its own (is it
+// read-only, its zone, its WAL positions, whether it replicates
+// synchronously), and the [Schedule], which says when each host is probed
+// next, given what its last probe found, whether calls wait for a usable
+// host, and whether a topology source names it the primary; and how a
+// probe of a replica that a promotion would make usable waits on the
+// server instead of polling it ([Schedule.Watch]).
 //
-// It only computes: the Pool's probe loop passes in its clock's readings
-// and what each probe found, and the jitter is drawn from an injected
-// random source, so that tests drive it on a fake clock.
+// The schedule only computes: the Pool's probe loop passes in its clock's
+// readings and what each probe found, and the jitter is drawn from an
+// injected random source, so that tests drive it on a fake clock. What a
+// probe's answer means for the host (its health, its role, the order of
+// observations) is the Pool's to decide.
 package probe

@@ -1,4 +1,4 @@
-package failover
+package probe
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
-	"github.com/pgfailover/pgfailover/internal/probe"
 )
 
 // TestProbeStatementsForgotten: the probe prepares its statements once per
@@ -28,13 +27,13 @@ func TestProbeStatementsForgotten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := &prober{config: cfg, socks: &netconn.Sockets{}}
-	defer pr.close()
+	pr := &Prober{Config: cfg, Socks: &netconn.Sockets{}}
+	defer pr.Close()
 	probe := func(what string) {
 		t.Helper()
-		r := pr.run(ctx, time.Now, 5*time.Second, 5*time.Second, probe.Watch{})
-		if r.err != nil || r.role != hosthealth.RolePrimary {
-			t.Fatalf("%s: role %v, error %v; want the primary's answer", what, r.role, r.err)
+		r := pr.Run(ctx, time.Now, 5*time.Second, 5*time.Second, Watch{})
+		if r.Err != nil || r.Role != hosthealth.RolePrimary {
+			t.Fatalf("%s: role %v, error %v; want the primary's answer", what, r.Role, r.Err)
 		}
 	}
 	probe("the first probe")
