@@ -92,7 +92,7 @@
 // do not: calls that survived or failed a failover, the time calls waited
 // and the time the target had no usable host, attempts per call, each
 // host's state and role, replica staleness, the Reader's reads, probes,
-// connection attempts, and connections closed by reason. The README's
+// connection attempts, and connections closed by reason. The metric catalog in
 // metric catalog lists them all. Config.TracerProvider receives a
 // pgfailover.failover span per failover episode, with an event per host
 // that failed and one for the wait. Config.Logger receives each change of
