@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
@@ -123,12 +124,17 @@ func hostStat(t *testing.T, pool *failover.Pool, addr string) failover.HostStat 
 	return failover.HostStat{}
 }
 
+// writeLedger records what each write of an id returned, and checks the
+// table of the writes against it.
+type writeLedger = failovertest.Ledger[int64]
+
 // writer inserts increasing ids through the pool from several goroutines
 // until stopped, and keeps the outcome of every write.
 type writer struct {
 	*loop
-	pool *failover.Pool
-	next atomic.Int64
+	pool   *failover.Pool
+	next   atomic.Int64
+	ledger writeLedger // what every write returned, for checkAcked
 
 	mu     sync.Mutex // guards the fields below
 	acked  []int64
@@ -159,6 +165,7 @@ func (w *writer) errCount() int {
 func (w *writer) write(ctx context.Context) {
 	id := w.next.Add(1)
 	_, err := w.pool.Exec(ctx, "INSERT INTO writes (id) VALUES ($1)", id)
+	w.ledger.Record(id, err)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil {

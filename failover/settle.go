@@ -217,4 +217,3 @@ func (c *call) giveUp(kind, cause error) error {
 	c.finish(fe)
 	return fe
 }
-

@@ -21,8 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 func main() {
@@ -51,10 +51,10 @@ type demo struct {
 	writes tally
 	reads  tally
 
+	ledger failovertest.Ledger[int64] // what each write returned
+
 	mu        sync.Mutex // guards the fields below
 	events    []event
-	acked     []int64
-	unknown   []int64                  // writes whose outcome the pool reported as unknown
 	firstErr  map[string]time.Duration // first error of each kind of failure
 	killed    time.Time                // when the primary was gone
 	writable  time.Time                // when the first write the new primary took was sent to it
@@ -82,7 +82,7 @@ func run(ctx context.Context) error {
 	d := &demo{start: time.Now(), firstErr: map[string]time.Duration{}}
 	fmt.Println("pgfailover demo: one primary, two replicas, one failover.Pool")
 
-	cluster, err := pgtest.New(ctx, pgtest.Options{Replicas: 2, SyncReplication: true})
+	cluster, err := failovertest.New(ctx, failovertest.Replicas(2), failovertest.SyncReplication())
 	if err != nil {
 		return fmt.Errorf("starting the cluster: %w", err)
 	}
@@ -103,14 +103,14 @@ func run(ctx context.Context) error {
 	// One plain connection to each replica, opened now, tells when the one
 	// promoted takes its first write: the moment the promotion is timed
 	// from.
-	watchers := map[*pgtest.Node]*pgx.Conn{}
+	watchers := map[*failovertest.Node]*pgx.Conn{}
 	defer func() {
 		for _, c := range watchers {
 			c.Close(context.Background())
 		}
 	}()
 	for _, n := range nodes[1:] {
-		c, err := n.Connect(ctx)
+		c, err := pgx.Connect(ctx, n.ConnString(""))
 		if err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func run(ctx context.Context) error {
 	}
 
 	d.note("killing the primary %s (immediate shutdown)", nodes[0].Addr())
-	if err := nodes[0].Stop(ctx, pgtest.Immediate); err != nil {
+	if _, err := cluster.CrashPrimary(ctx); err != nil {
 		halt()
 		return err
 	}
@@ -168,11 +168,7 @@ func run(ctx context.Context) error {
 		halt()
 		return err
 	}
-	d.note("the promote call returned; the other replica follows %s", next.Addr())
-	if err := cluster.FollowAll(ctx, next); err != nil {
-		halt()
-		return err
-	}
+	d.note("the promote call returned; the other replica follows %s now", next.Addr())
 	// Replication is synchronous: the new primary acknowledges its first
 	// write once the other replica streams from it.
 	if err := <-writable; err != nil {
@@ -207,20 +203,15 @@ func (d *demo) writeLoop(ctx context.Context, stop <-chan struct{}, nextID *atom
 	for !stopped(stop) {
 		id := nextID.Add(1)
 		_, err := d.pool.Exec(ctx, "INSERT INTO orders (id) VALUES ($1)", id)
+		d.ledger.Record(id, err)
 		if err != nil {
 			d.writes.failed.Add(1)
 			d.failure("write", err)
-			if errors.Is(err, failover.ErrCommitOutcomeUnknown) {
-				d.mu.Lock()
-				d.unknown = append(d.unknown, id)
-				d.mu.Unlock()
-			}
 			continue
 		}
 		d.writes.ok.Add(1)
 		now := time.Now()
 		d.mu.Lock()
-		d.acked = append(d.acked, id)
 		// With the old primary gone, an acknowledged write is on the new one.
 		if !d.killed.IsZero() && now.After(d.killed) && d.firstGood.IsZero() {
 			d.firstGood = now
@@ -286,37 +277,32 @@ func (d *demo) report(ctx context.Context) error {
 		fmt.Printf("  %8v  %s\n", e.at, e.what)
 	}
 
-	// Every acknowledged write must be on the new primary exactly once.
-	var stored, distinct int64
-	if err := d.pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM orders").Scan(&stored, &distinct); err != nil {
-		return err
-	}
-	var missing int64
-	if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM unnest($1::bigint[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = a.id)", d.acked).Scan(&missing); err != nil {
-		return err
-	}
-
-	var unknownCommitted int64
-	if err := d.pool.QueryRow(ctx, "SELECT count(*) FROM orders WHERE id = ANY($1)", d.unknown).Scan(&unknownCommitted); err != nil {
+	// Every acknowledged write must be on the new primary exactly once,
+	// and every row must come from a write that was acknowledged or of
+	// unknown outcome.
+	verdict, err := d.ledger.Check(ctx, d.pool, "orders", "id")
+	if err != nil && !errors.Is(err, failovertest.ErrMismatch) {
 		return err
 	}
 
 	fmt.Println("\nsummary")
 	fmt.Printf("  writes: %d acknowledged, %d failed (%d reported as of unknown outcome, of which %d committed)\n",
-		d.writes.ok.Load(), d.writes.failed.Load(), len(d.unknown), unknownCommitted)
+		d.writes.ok.Load(), d.writes.failed.Load(), d.ledger.Count(failovertest.Unknown), verdict.UnknownCommitted)
 	fmt.Printf("  reads:  %d answered, %d failed\n", d.reads.ok.Load(), d.reads.failed.Load())
 	fmt.Printf("  promotion: the new primary took writes %v after the kill and acknowledged the first %v later (synchronous replication)\n",
 		d.writable.Sub(d.killed).Round(time.Millisecond), d.acking.Sub(d.writable).Round(time.Millisecond))
 	fmt.Printf("  the Pool's probe saw the new primary %v after it took writes\n", d.seen.Sub(d.writable).Round(time.Millisecond))
 	fmt.Printf("  promotion to first good write: %v (from that first acknowledgement)\n",
 		d.firstGood.Sub(d.acking).Round(time.Millisecond))
-	fmt.Printf("  rows on the new primary: %d (%d distinct); acknowledged writes missing: %d\n", stored, distinct, missing)
+	fmt.Printf("  the ledger of writes against the new primary: %v\n", verdict)
 	for _, h := range d.pool.Stat().Hosts() {
 		fmt.Printf("  host %-16s %-8s %s\n", h.Addr, h.Role, h.State)
 	}
-	if missing != 0 || stored != distinct || stored != int64(len(d.acked))+unknownCommitted {
-		return fmt.Errorf("%d acknowledged writes missing, %d duplicated, %d rows unaccounted for",
-			missing, stored-distinct, stored-int64(len(d.acked))-unknownCommitted)
+	if err != nil {
+		return err
+	}
+	if verdict.Unrecorded != 0 {
+		return fmt.Errorf("%d rows on the new primary come from no write of the demo", verdict.Unrecorded)
 	}
 	return nil
 }

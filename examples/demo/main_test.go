@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // asProgram, when set in the environment, makes the test binary run the
@@ -54,7 +54,7 @@ func TestDemoWithoutPostgreSQL(t *testing.T) {
 	}
 	empty := t.TempDir()
 	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), asProgram+"=1", pgtest.BinDirEnv+"="+empty)
+	cmd.Env = append(os.Environ(), asProgram+"=1", failovertest.BinDirEnv+"="+empty)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {

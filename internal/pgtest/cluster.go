@@ -487,3 +487,10 @@ func (c *Cluster) ConnStringFor(nodes []*Node, params string) string {
 	}
 	return connURL(c.opts.Password, hosts, params)
 }
+
+// ConnStringAt is ConnString over the given addresses (host:port) instead
+// of the nodes' own, for a client that reaches the servers through
+// something in between, such as a proxy per server.
+func (c *Cluster) ConnStringAt(addrs []string, params string) string {
+	return connURL(c.opts.Password, addrs, params)
+}

@@ -87,6 +87,10 @@
 // Failover and Switchover) then returns without waiting for it, and
 // WaitReplicated waits until it has been resumed and caught up.
 //
+// Node.Freeze stops every process of a server with SIGSTOP (a machine that
+// hangs: nothing answers, nothing is closed) and Node.Thaw resumes it; Stop
+// and Close thaw a frozen server first. It needs /proc (Linux).
+//
 // Options.Settings may not set port, listen_addresses or
 // unix_socket_directories: the harness manages them.
 //

@@ -86,6 +86,8 @@ type Node struct {
 	// shortSock is a directory under /tmp holding sockDir when the node
 	// directory is too deep for a Unix socket path; removed by Close.
 	shortSock string
+	// frozen is set by Freeze and cleared by Thaw.
+	frozen atomic.Bool
 
 	// mu guards proc. No I/O while held.
 	mu      sync.Mutex
@@ -310,6 +312,8 @@ func (n *Node) Stop(ctx context.Context, mode StopMode) error {
 	if p == nil {
 		return nil
 	}
+	// A stopped process would hold the signal until it is continued.
+	_ = n.Thaw()
 	if !p.exited() {
 		_ = syscall.Kill(p.pid, mode.signal())
 	}

@@ -79,3 +79,28 @@ func removeSysVShm(id int) {
 	const ipcRMID = 0
 	_, _, _ = syscall.Syscall(syscall.SYS_SHMCTL, uintptr(id), ipcRMID, 0)
 }
+
+// canFreeze reports whether Node.Freeze can find a server's processes.
+func canFreeze() bool { return true }
+
+// procStopped reports whether process pid is stopped by a signal (state T)
+// or no longer runs at all (a zombie, or gone).
+func procStopped(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) == 0 {
+		return false
+	}
+	switch f[0][0] {
+	case 'T', 't', 'Z', 'X':
+		return true
+	}
+	return false
+}

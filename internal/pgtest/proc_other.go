@@ -13,3 +13,9 @@ func serverPIDs(string) []int { return nil }
 // removeSysVShm is a no-op where the segment cannot be removed portably; the
 // next server start on the same data directory reclaims it.
 func removeSysVShm(int) {}
+
+// canFreeze reports whether Node.Freeze can find a server's processes: not
+// without /proc.
+func canFreeze() bool { return false }
+
+func procStopped(int) bool { return false }
