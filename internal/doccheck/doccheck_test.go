@@ -322,7 +322,10 @@ func TestGoBlocksCompile(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { _ = os.RemoveAll(scratch) })
+				t.Cleanup(func() {
+					_ = os.RemoveAll(scratch)
+					_ = os.Remove(base) // only when empty: a testdata of the module's own stays
+				})
 				dirs[module] = scratch
 				byModule[module] = map[string]placed{}
 			}
