@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgfailover/pgfailover/internal/probe"
 )
 
 // Bad input that a connection string can carry: nonsense durations and
@@ -92,7 +94,7 @@ func TestConfigDurationKeysCoverEveryDurationKey(t *testing.T) {
 	}
 	// Every key of ours but these takes a duration.
 	notDurations := []string{keyTarget, keyTargetSessionAttrs, keyZone, keyZones, keyMaxAttempts, keyReadyConns, keyPatroniAPIURLs,
-		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal, keyLazyConnect}
+		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal, keyLazyConnect, keyOutageReads}
 	var want []string
 	for _, k := range slices.Concat(ownKeys, fallbackKeys) {
 		if !slices.Contains(notDurations, k) {
@@ -586,7 +588,7 @@ func TestNewWithConfigChecksDurationsSetInCode(t *testing.T) {
 		{"wait max above the probe interval", func(c *Config) { c.HealthProbeWaitMax = 2 * time.Second }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
 		{"probe interval lowered below the wait max", func(c *Config) { c.HealthProbeInterval = 20 * time.Millisecond }, keyHealthProbeWaitMax, "HealthProbeInterval"},
 		{"replica wait negative", func(c *Config) { c.Replica.Wait = -time.Millisecond }, keyReplicaWait, ""},
-		{"wait max at the floor", func(c *Config) { c.HealthProbeWaitMax = probeFloor }, "", ""},
+		{"wait max at the floor", func(c *Config) { c.HealthProbeWaitMax = probe.Floor }, "", ""},
 		{"wait max at the probe interval", func(c *Config) { c.HealthProbeWaitMax = c.HealthProbeInterval }, "", ""},
 		{"both lowered together", func(c *Config) {
 			c.HealthProbeInterval, c.HealthProbeWaitMax = 20*time.Millisecond, 20*time.Millisecond

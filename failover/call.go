@@ -31,7 +31,7 @@ var errRetry = errors.New("pgfailover: retry")
 // pick, so the next pick passes it over. When no host is usable (every one
 // refusing, unreachable or in the wrong role) the call waits for the
 // routing state to change instead of dialling: the probes, which run
-// faster while anyone waits (see probeSchedule), are then the only ones
+// faster while anyone waits (see probe.Schedule), are then the only ones
 // touching the hosts. The wait, and the whole call, is
 // bounded by one deadline fixed at the first failover event
 // (failover_max_duration) and by the caller's context.
@@ -82,6 +82,12 @@ type callEvents struct {
 	spent     time.Duration // time a read through the Reader spent waiting for a replica to replay its position
 	span      trace.Span    // the failover episode
 	behind    []string      // replicas a read checked that had not replayed its position
+
+	// A read through the Reader while no primary is usable (Reader.routeInOutage):
+	outage replica.LSN // the position the replica picked must have replayed; zero: look at it first
+	since  time.Time   // for a read not pinned: when the rule was first applied to it
+	looked []string    // replicas looked at for the read
+	short  []string    // replicas found short of the outage's position
 }
 
 // events returns what the call keeps of its events, made on first use.
@@ -156,11 +162,9 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, err
 		}
 		conn, err := c.acquireFrom(h)
-		if err == nil && c.verify && !c.p.reader.replayed(c, h, conn) {
+		if err == nil && c.verify && !c.p.reader.confirm(c, h, conn) {
 			// Not there yet: another replica, or the primary, takes the read.
 			conn.Release()
-			ev := c.events()
-			ev.behind = append(ev.behind, h.addr)
 			continue
 		}
 		if err == nil {
@@ -268,7 +272,7 @@ func (c *call) noHostOr(kind error) error {
 // a re-send ends (when heldBack), the budget or the caller's context runs
 // out, or the Pool closes. While it waits, the probes ask the reachable
 // hosts from 2ms apart up to health_probe_wait_max apart, and watch a
-// replica that a promotion would make usable (probeSchedule), so that a
+// replica that a promotion would make usable (probe.Schedule), so that a
 // promotion is seen within tens of milliseconds.
 func (c *call) wait(rs *routes, heldBack bool) error {
 	c.startEpisode()

@@ -15,7 +15,9 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -181,6 +183,9 @@ type ReplicaConfig struct {
 	// commits, a loaded 2-core machine); 20ms covers that with room to
 	// spare.
 	Wait time.Duration
+	// OutageReads is outage_reads: replica.OutageReplica or
+	// replica.OutageWait.
+	OutageReads replica.OutageReads
 }
 
 // check reports a setting set in code out of the range ParseConfig
@@ -190,8 +195,8 @@ func (c *Config) check() error {
 	switch {
 	case c.ReadyConns < 0:
 		return &ConfigError{Key: keyReadyConns, Msg: fmt.Sprintf("ReadyConns is %d, negative: 0 opens none", c.ReadyConns)}
-	case c.HealthProbeWaitMax < probeFloor:
-		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probeFloor)}
+	case c.HealthProbeWaitMax < probe.Floor:
+		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probe.Floor)}
 	case c.HealthProbeWaitMax > c.HealthProbeInterval:
 		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, greater than %s (HealthProbeInterval, %v)", c.HealthProbeWaitMax, keyHealthProbeInterval, c.HealthProbeInterval)}
 	}
@@ -209,6 +214,8 @@ func (r ReplicaConfig) check(probeInterval time.Duration) error {
 		return &ConfigError{Key: keyReplicaWait, Msg: "must not be negative"}
 	case r.MaxLag > 0 && r.MaxLag <= probeInterval:
 		return &ConfigError{Key: keyMaxLag, Msg: "must be greater than " + keyHealthProbeInterval + " (" + probeInterval.String() + "), or 0 for no gate"}
+	case r.OutageReads > replica.OutageWait:
+		return &ConfigError{Key: keyOutageReads, Msg: "is " + r.OutageReads.String() + ": must be replica or wait"}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 const testPassword = "hunter2-secret"
@@ -760,6 +761,7 @@ var validValues = map[string]string{
 	keyPinAfterWrite:          "0",
 	keyMaxLag:                 "5s",
 	keyReplicaWait:            "5ms",
+	keyOutageReads:            "wait",
 	keyPatroniAPIURLs:         "http://p1:8008,http://p2:8008",
 	keyPatroniRefresh:         "3s",
 	keyPatroniAllowedHosts:    "10.0.0.0/8,*.db.internal",
@@ -1141,5 +1143,28 @@ func TestParseConfigTCPUserTimeoutZero(t *testing.T) {
 				t.Errorf("tcpUserTimeout = %v, want 0", got)
 			}
 		})
+	}
+}
+
+// outage_reads takes replica (the default) or wait, and nothing else.
+func TestParseConfigOutageReads(t *testing.T) {
+	clearPGEnv(t)
+	if got := mustParse(t, urlBase).Replica.OutageReads; got != replica.OutageReplica {
+		t.Errorf("default outage_reads = %v, want replica", got)
+	}
+	for v, want := range map[string]replica.OutageReads{"replica": replica.OutageReplica, "wait": replica.OutageWait} {
+		for _, f := range withKeys(kv{keyOutageReads, v}) {
+			if got := mustParse(t, f.conn).Replica.OutageReads; got != want {
+				t.Errorf("%s: outage_reads = %v, want %v", f.name, got, want)
+			}
+		}
+	}
+	for _, v := range []string{"", "Wait", "primary", "on", "1", " replica"} {
+		for _, f := range withPassword(keyOutageReads, v) {
+			t.Run(v+"/"+f.name, func(t *testing.T) {
+				_, err := ParseConfig(f.conn)
+				checkConfigError(t, err, keyOutageReads, "must be replica or wait")
+			})
+		}
 	}
 }

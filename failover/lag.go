@@ -9,7 +9,8 @@ import (
 
 // What the probes and the Reader's checks learn of WAL positions goes to
 // the Pool's replica.Book (guarded by routeMu), and a change of any
-// replica's freshness rebuilds the routing state (routes.go).
+// replica's freshness, or of what the replicas hold while no primary is
+// usable, rebuilds the routing state (routes.go).
 
 // historySize is how many primary samples are kept, and sampleSpacing the
 // least time between two kept samples whose positions differ. While calls
@@ -33,9 +34,9 @@ func (p *Pool) probedLag(addr string, r probeResult) {
 			if p.reader != nil { // nil only in tests of the routing alone
 				p.reader.sampler.Observe(addr, replica.Sample{LSN: r.wal, At: r.asked})
 			}
-			return book.Primary(addr, r.wal, r.asked)
+			return book.Primary(addr, r.wal, r.asked, r.sync)
 		}
-		return book.Replica(addr, r.wal)
+		return book.Replica(addr, replica.Report{At: r.asked, Replayed: r.wal, Received: r.received, Receiving: r.receiving})
 	})
 }
 
@@ -43,4 +44,10 @@ func (p *Pool) probedLag(addr string, r probeResult) {
 // seen on one of its connections.
 func (p *Pool) raiseLag(addr string, wal replica.LSN) {
 	p.rerouteWith(func(book *replica.Book) bool { return book.Raise(addr, wal) })
+}
+
+// looked records what a look at the replica at addr on one of its
+// connections found (Reader.look).
+func (p *Pool) looked(addr string, r replica.Report) {
+	p.rerouteWith(func(book *replica.Book) bool { return book.Look(addr, r) })
 }

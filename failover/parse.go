@@ -15,7 +15,9 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/connstr"
 	"github.com/pgfailover/pgfailover/internal/netconn"
+	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/patroni"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // Connection-string keys owned by this package. pgconn does not know them,
@@ -36,6 +38,7 @@ const (
 	keyPinAfterWrite          = "pin_after_write"
 	keyMaxLag                 = "max_lag"
 	keyReplicaWait            = "replica_wait"
+	keyOutageReads            = "outage_reads"
 	keyPatroniAPIURLs         = "patroni_api_urls"
 	keyPatroniRefresh         = "patroni_refresh_interval"
 	keyPatroniAllowedHosts    = "patroni_allowed_hosts"
@@ -79,6 +82,7 @@ var ownKeys = []string{
 	keyPinAfterWrite,
 	keyMaxLag,
 	keyReplicaWait,
+	keyOutageReads,
 	keyPatroniAPIURLs,
 	keyPatroniRefresh,
 	keyPatroniAllowedHosts,
@@ -164,6 +168,11 @@ var fallbackKeys = []string{
 //	                                      one, or with a CausalToken) waits for a replica to
 //	                                      replay it before going to the primary; >= 0,
 //	                                      0 sends it to the primary at once
+//	outage_reads              replica     what such a read does while no primary is usable:
+//	                                      replica: it goes to a replica that holds every
+//	                                      write the replicas received (every acknowledged
+//	                                      write, with synchronous replication; see Reader);
+//	                                      wait: it waits for a primary
 //	patroni_api_urls          ""          comma list of http or https URLs of the Patroni REST
 //	                                      API: the hosts, their claimed roles and zones come
 //	                                      from GET /cluster, merged with the string's hosts;
@@ -446,7 +455,7 @@ func (p *parseState) applyBudget(c *Config, own map[string]string) error {
 	return nil
 }
 
-// probeWaitMax reads health_probe_wait_max: at least probeFloor, at most
+// probeWaitMax reads health_probe_wait_max: at least probe.Floor, at most
 // probeInterval, the health_probe_interval in force. When the key is unset
 // the default is lowered to probeInterval if that is smaller.
 func (p *parseState) probeWaitMax(own map[string]string, probeInterval time.Duration) (time.Duration, error) {
@@ -459,17 +468,17 @@ func (p *parseState) probeWaitMax(own map[string]string, probeInterval time.Dura
 		return 0, err
 	}
 	switch {
-	case d < probeFloor:
-		return 0, p.badValue(keyHealthProbeWaitMax, v, fmt.Sprintf("is less than %s, the shortest interval between probes", probeFloor), nil)
+	case d < probe.Floor:
+		return 0, p.badValue(keyHealthProbeWaitMax, v, fmt.Sprintf("is less than %s, the shortest interval between probes", probe.Floor), nil)
 	case d > probeInterval:
 		return 0, p.badValue(keyHealthProbeWaitMax, v, fmt.Sprintf("is greater than %s (%s)", keyHealthProbeInterval, probeInterval), nil)
 	}
 	return d, nil
 }
 
-// parse reads pin_after_write, max_lag and replica_wait from own over the defaults in r.
-// max_lag is checked against probeInterval, the health_probe_interval in
-// force.
+// parse reads pin_after_write, max_lag, replica_wait and outage_reads
+// from own over the defaults in r. max_lag is checked against
+// probeInterval, the health_probe_interval in force.
 func (r *ReplicaConfig) parse(p *parseState, own map[string]string, probeInterval time.Duration) error {
 	var err error
 	if r.PinAfterWrite, err = p.duration(own, keyPinAfterWrite, r.PinAfterWrite, nonNegative); err != nil {
@@ -480,6 +489,16 @@ func (r *ReplicaConfig) parse(p *parseState, own map[string]string, probeInterva
 	}
 	if r.Wait, err = p.duration(own, keyReplicaWait, r.Wait, nonNegative); err != nil {
 		return err
+	}
+	if v, ok := own[keyOutageReads]; ok {
+		switch v {
+		case replica.OutageReplica.String():
+			r.OutageReads = replica.OutageReplica
+		case replica.OutageWait.String():
+			r.OutageReads = replica.OutageWait
+		default:
+			return p.badValue(keyOutageReads, v, "must be replica or wait", nil)
+		}
 	}
 	if r.MaxLag > 0 && r.MaxLag <= probeInterval {
 		// A replica's staleness bound only shrinks when it is probed, so a

@@ -64,7 +64,7 @@ type Pool struct {
 	hints map[string]chan struct{}
 
 	// waiting counts calls waiting for a usable host. While it is above
-	// zero the probes ask faster (see probeSchedule). waitingOnCalls
+	// zero the probes ask faster (see probe.Schedule). waitingOnCalls
 	// counts those of them that will run on a host's calls pool (not the
 	// Reader's, nor PgxPool's connect chain): the connections opened
 	// ahead of a promotion are theirs (standby.go).
@@ -161,6 +161,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	p.reader = &Reader{p: p, wait: cfg.Replica.Wait, router: replica.Router{Policy: replica.Policy{
 		MaxLag:        cfg.Replica.MaxLag,
 		PinAfterWrite: cfg.Replica.PinAfterWrite,
+		OutageReads:   cfg.Replica.OutageReads,
 	}}}
 	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
 	wake := make(chan struct{})

@@ -10,6 +10,7 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/internal/probe"
 )
 
 // TestProbeStatementsForgotten: the probe prepares its statements once per
@@ -31,7 +32,7 @@ func TestProbeStatementsForgotten(t *testing.T) {
 	defer pr.close()
 	probe := func(what string) {
 		t.Helper()
-		r := pr.run(ctx, time.Now, 5*time.Second, 5*time.Second, watchPlan{})
+		r := pr.run(ctx, time.Now, 5*time.Second, 5*time.Second, probe.Watch{})
 		if r.err != nil || r.role != hosthealth.RolePrimary {
 			t.Fatalf("%s: role %v, error %v; want the primary's answer", what, r.role, r.err)
 		}

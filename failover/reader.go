@@ -41,9 +41,51 @@ import (
 //     and no replica has replayed it within replica_wait, or no sample of
 //     the current primary taken after the write could be had (after a
 //     change of primary, reads pinned by a write go to the primary until
-//     the new one is sampled);
+//     the new one is sampled), unless no primary is usable (below);
 //   - every replica is down, in the wrong role, or stale past max_lag;
 //   - there is no replica at all (New does not need one).
+//
+// While no host is usable as the primary (the primary's failure was seen
+// and no host has been found writable since), a read that must see
+// writes (pinned by one, or with a CausalToken) that no replica is known
+// to have replayed does not wait for a primary; with outage_reads=replica
+// (the default) it follows the outage rule. Its position is the end of
+// the most WAL any replica holds (pg_last_wal_receive_lsn, or the replay
+// position when further), over every replica whose last probe was
+// answered, each looked at after the writes the read must see: after the
+// last write through the Pool for a pinned read; for one with a token,
+// after the rule was first applied to it (its writes were acknowledged
+// before it began). The probes look, and a read finding a replica
+// not looked at since looks itself, once per replica: one round trip on
+// the connection it then uses, which every later read can count on. A
+// replica that has replayed that position takes the read, given up to
+// replica_wait to get there, as for a read's own position. The position
+// counts:
+//
+//   - with synchronous replication (the primary last probed had
+//     synchronous_standby_names set, and synchronous_commit on or
+//     remote_apply in the probe's session), at once: a commit is
+//     acknowledged only once a standby has flushed it, so the read sees
+//     every write acknowledged before it, provided every standby that can
+//     acknowledge one is among the replicas counted;
+//   - otherwise (and when the primary was never probed) only once no
+//     replica counted has a WAL receiver connected to a sender
+//     (pg_stat_wal_receiver): none can receive more, so the read sees
+//     every write that any promotion of them can keep, and misses an
+//     acknowledged write that reached none of them, which that promotion
+//     loses too. A replica a read looks at whose receiver is still
+//     connected is asked again within the same replica_wait: it takes a
+//     receiver a moment to see its sender go.
+//
+// When the position cannot be had yet, or no replica has replayed it
+// (the WAL a replica received ends inside a record, which it cannot
+// replay until more comes; its replay is paused), the read waits for a
+// primary as before, and fails with the same typed errors. With
+// outage_reads=wait every such read waits. Once a host is usable as the
+// primary the rule no longer applies: a read picks again by the rules
+// above, and positions of the old primary's timeline are never compared
+// with the new one's. The reads sent by the rule count in pgfailover.reads
+// with the reason outage_sync or outage_async.
 //
 // When a replica fails under a read, a read that is safe to replay moves
 // to the next replica, then to the primary, under the same rules and
@@ -52,7 +94,7 @@ import (
 // wait for one like any call, and fail with a *FailoverError whose Hosts
 // say why each host was passed over (a *ReplicaLagError for a stale
 // replica). With max_lag unset, replicas keep serving reads while the
-// primary is down.
+// primary is down, those that must see writes under the outage rule.
 //
 // The Reader does not depend on the Pool's target: the Pool's calls go
 // where target says, without the staleness gate, and the Reader always
@@ -115,6 +157,10 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 	if c.after != unknownPosition {
 		i, reason = r.router.Route(read, cands)
 	}
+	verify := reason == replica.Verify
+	if i == replica.Primary && c.after != 0 && rs.outage != nil && r.router.Policy.OutageReads == replica.OutageReplica {
+		i, reason, verify = r.routeInOutage(rs, c, read.Now)
+	}
 	switch {
 	case i != replica.Primary && reason == replica.Eligible && c.after != 0:
 		reason = replica.CaughtUp // its probe says it has replayed the position
@@ -123,12 +169,158 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 	case i == replica.Primary && c.ev != nil && len(c.ev.behind) > 0:
 		reason = replica.Lagging // the replicas asked had not replayed it
 	}
-	c.verify = reason == replica.Verify
+	c.verify = verify
 	c.reason = reason
 	if i != replica.Primary {
 		return rs.replicas[i], false
 	}
 	return picker{target: hosthealth.TargetPrimary}.next(rs, c)
+}
+
+// routeInOutage routes read c, which must see writes that no replica is
+// known to have replayed, while no host is usable as the primary
+// (rs.outage is set): the outage rule (see Reader). It returns the
+// replica's index in rs and the reason, with verify set when the replica
+// is to be checked on the connection the read then uses (confirm); or
+// replica.Primary, and the read waits for a primary as any read does.
+// now is the read's time for the staleness gate, zero without one.
+func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica.Reason, bool) {
+	ev := c.events()
+	since := r.outageSince(c)
+	// Only the replicas this read failed on, or found short of the
+	// outage's position, are passed over: one behind the read's own
+	// position may hold what the rule asks.
+	cands := slices.Clone(rs.cands)
+	for i, h := range rs.replicas {
+		if c.failedOn(h.addr) || slices.Contains(ev.short, h.addr) {
+			cands[i].Usable = false
+		}
+	}
+	reason := replica.OutageAsync
+	if rs.outage.Sync() {
+		reason = replica.OutageSync
+	}
+	if pos, ok := rs.outage.Position(since); ok {
+		// A replica known to have replayed it takes the read; else one is
+		// checked, as for a read's own position.
+		ev.outage = pos
+		if i, how := r.router.Route(replica.Read{Now: now, After: pos}, cands); i != replica.Primary {
+			return i, reason, how == replica.Verify
+		}
+		return replica.Primary, replica.Lagging, false
+	}
+	// Not known yet: a replica not looked at since the writes is looked
+	// at, once for the read.
+	ev.outage = 0
+	for i, h := range rs.replicas {
+		if r.router.Eligible(&cands[i], now) && rs.outage.Stale(h.addr, since) && !slices.Contains(ev.looked, h.addr) {
+			return i, reason, true
+		}
+	}
+	return replica.Primary, replica.Lagging, false
+}
+
+// outageSince returns the time after which the replicas must have been
+// looked at for read c while no primary is usable: for a read pinned by a
+// write, when the last write through the Pool completed (every write it
+// must see was acknowledged by then); for one with a causal token, when
+// the outage rule was first applied to it (the token's writes were
+// acknowledged before the read began).
+func (r *Reader) outageSince(c *call) time.Time {
+	if c.pinned {
+		return r.p.lastWriteTime()
+	}
+	ev := c.events()
+	if ev.since.IsZero() {
+		ev.since = r.p.clock.Now()
+	}
+	return ev.since
+}
+
+// confirm checks on conn, for read c, what next left to the replica h at
+// its other end (c.verify): that it has replayed the read's position,
+// waiting up to replica_wait; while no primary is usable, that it has
+// replayed the outage's position, or, when that position could not be
+// had, what it holds (look). It returns whether the read takes h; if not,
+// the read passes h over.
+func (r *Reader) confirm(c *call, h *hostPool, conn *pgxpool.Conn) bool {
+	if !c.reason.InOutage() {
+		ok, waited := r.replayed(c, h, conn, c.after)
+		switch {
+		case !ok:
+			ev := c.events() // not before: a read that finds its position allocates nothing
+			ev.behind = append(ev.behind, h.addr)
+		case waited:
+			c.reason = replica.Waited
+		default:
+			c.reason = replica.CaughtUp
+		}
+		return ok
+	}
+	if pos := c.ev.outage; pos != 0 { // routeInOutage made c.ev
+		ok, _ := r.replayed(c, h, conn, pos)
+		if !ok {
+			c.ev.short = append(c.ev.short, h.addr)
+		}
+		return ok
+	}
+	return r.look(c, h, conn)
+}
+
+// lookSQL asks a server how far it has replayed WAL (or, out of recovery,
+// its insert position), how far it has received it, and whether it
+// receives WAL now: what the probe asks of a replica for the outage rule
+// (see probeSQL).
+const lookSQL = "SELECT (" + walSQL + ")::text, (" + receivedSQL + ")::text, " + receivingSQL
+
+// look asks the replica h at the other end of conn what it holds, for
+// read c while no primary is usable and the outage's position cannot be
+// had, and records it: one round trip. The read takes h when, with what h
+// said, the position can be had and h has replayed it; else it picks
+// again, and does not look at h again. Without synchronous replication, a
+// replica whose WAL receiver has not yet seen its sender go is asked
+// again, as for a read's position, while the read has waited less than
+// replica_wait for replicas in all.
+func (r *Reader) look(c *call, h *hostPool, conn *pgxpool.Conn) bool {
+	ev := c.events()
+	ev.looked = append(ev.looked, h.addr)
+	for delay := firstReplayPoll; ; delay = min(2*delay, lastReplayPoll) {
+		rep, ok := r.askHeld(c.ctx, conn)
+		if !ok {
+			return false
+		}
+		r.p.looked(h.addr, rep)
+		rs := r.p.routes.Load()
+		if rs.outage == nil {
+			return false // a primary is usable again
+		}
+		if pos, ok := rs.outage.Position(r.outageSince(c)); ok {
+			return rep.Replayed >= pos
+		}
+		if !rep.Receiving || rs.outage.Sync() || !r.pause(c, delay) {
+			return false
+		}
+	}
+}
+
+// askHeld asks the server at the other end of conn what WAL it holds
+// (lookSQL), as of the time returned in the Report.
+func (r *Reader) askHeld(ctx context.Context, conn *pgxpool.Conn) (replica.Report, bool) {
+	rep := replica.Report{At: r.p.clock.Now()}
+	var replayed, received *string
+	if err := conn.QueryRow(ctx, lookSQL).Scan(&replayed, &received, &rep.Receiving); err != nil || replayed == nil {
+		return rep, false
+	}
+	var err error
+	if rep.Replayed, err = replica.ParseLSN(*replayed); err != nil {
+		return rep, false
+	}
+	if received != nil {
+		if rep.Received, err = replica.ParseLSN(*received); err != nil {
+			return rep, false
+		}
+	}
+	return rep, true
 }
 
 // lastWriteTime returns when a call that may have written last completed,
@@ -311,46 +503,52 @@ func (r *Reader) lagError(addr string) error {
 const unknownPosition = replica.LSN(math.MaxUint64)
 
 // replayed reports whether the replica h at the other end of conn has
-// replayed the position read c must see, asking it: one round trip on the
-// replica. When it has not, it is asked again, every few hundred
-// microseconds, while the read has waited less than replica_wait in all
-// (across the replicas it asks); the read's reason says whether it waited. What the replica says also moves
-// its known position on for every read.
-func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn) bool {
-	clk := r.p.clock
-	delay := firstReplayPoll
-	for waited := false; ; waited = true {
+// replayed position want, which read c must see, asking it: one round
+// trip on the replica. When it has not, it is asked again, every few
+// hundred microseconds, while the read has waited less than replica_wait
+// in all (across the replicas it asks); waited says whether it did. What
+// the replica says also moves its known position on for every read.
+func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn, want replica.LSN) (ok, waited bool) {
+	for delay := firstReplayPoll; ; delay, waited = min(2*delay, lastReplayPoll), true {
 		got, ok := r.replayPosition(c.ctx, h, conn)
 		if !ok {
-			return false
+			return false, waited
 		}
-		if got >= c.after {
-			c.reason = replica.CaughtUp
-			if waited {
-				c.reason = replica.Waited
-			}
-			return true
+		if got >= want {
+			return true, waited
 		}
-		left := r.wait - c.replaySpent()
-		if left <= 0 {
-			return false
+		if !r.pause(c, delay) {
+			return false, waited
 		}
-		began := clk.Now()
-		t := clk.NewTimer(min(delay, left))
-		select {
-		case <-t.C():
-		case <-c.ctx.Done():
-			t.Stop()
-			return false
-		}
-		c.events().spent += clk.Now().Sub(began)
-		delay = min(2*delay, lastReplayPoll)
 	}
 }
 
+// pause waits delay before read c asks a replica again, or what is left
+// of replica_wait for it when that is less, and counts the wait against
+// it. It reports false, without waiting, when nothing is left, and when
+// the read's context ends.
+func (r *Reader) pause(c *call, delay time.Duration) bool {
+	left := r.wait - c.replaySpent()
+	if left <= 0 {
+		return false
+	}
+	clk := r.p.clock
+	began := clk.Now()
+	t := clk.NewTimer(min(delay, left))
+	select {
+	case <-t.C():
+	case <-c.ctx.Done():
+		t.Stop()
+		return false
+	}
+	c.events().spent += clk.Now().Sub(began)
+	return true
+}
+
 // The pauses between two questions to a replica that has not yet
-// replayed a read's position: a replica streaming from a busy primary is
-// usually a fraction of a millisecond behind.
+// replayed a read's position (or seen its sender go, see look): a replica
+// streaming from a busy primary is usually a fraction of a millisecond
+// behind.
 const (
 	firstReplayPoll = 200 * time.Microsecond
 	lastReplayPoll  = 2 * time.Millisecond

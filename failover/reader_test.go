@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // readerPort returns the port of the server a read through the Reader
@@ -438,6 +439,7 @@ func TestReplicaConfigChecked(t *testing.T) {
 		{"max_lag", func(r *failover.ReplicaConfig) { r.MaxLag = -time.Second }},
 		{"pin_after_write", func(r *failover.ReplicaConfig) { r.PinAfterWrite = -time.Second }},
 		{"replica_wait", func(r *failover.ReplicaConfig) { r.Wait = -time.Millisecond }},
+		{"outage_reads", func(r *failover.ReplicaConfig) { r.OutageReads = replica.OutageWait + 1 }},
 	} {
 		cfg, err := failover.ParseConfig("postgres://u:secret@127.0.0.1:1/db")
 		if err != nil {

@@ -33,8 +33,12 @@ type routes struct {
 	// as the lag book last derived it. Shared with the next routes while
 	// it does not change; never modified.
 	fresh map[string]replica.Candidate
+	// outage is what the replicas held when last looked at, as the lag
+	// book last derived it, while no host is usable as the primary
+	// (ranked[TargetPrimary] is empty); nil otherwise.
+	outage *replica.Outage
 	// moved is closed when a newer routes holds other health; changed
-	// when it holds other health or freshness. A new host table alone
+	// when it holds other health, freshness or outage. A new host table alone
 	// closes neither: a source that repeats itself wakes nobody, and a
 	// table that differs in its hosts comes with other health.
 	moved, changed chan struct{}
@@ -54,8 +58,9 @@ type hostRoute struct {
 const numTargets = int(hosthealth.TargetPreferReplica) + 1
 
 // buildRoutes builds the routing state from its inputs, for a Pool whose
-// target is target and whose client is in zone.
-func buildRoutes(health *hosthealth.Snapshot, table *hostTable, fresh map[string]replica.Candidate, target hosthealth.Target, zone string) *routes {
+// target is target and whose client is in zone. outage is kept only when
+// no host is usable as the primary.
+func buildRoutes(health *hosthealth.Snapshot, table *hostTable, fresh map[string]replica.Candidate, outage *replica.Outage, target hosthealth.Target, zone string) *routes {
 	rs := &routes{health: health, table: table, fresh: fresh, hosts: make([]hostRoute, health.Len())}
 	for i := range health.Len() {
 		st := health.Host(i)
@@ -82,7 +87,25 @@ func buildRoutes(health *hosthealth.Snapshot, table *hostTable, fresh map[string
 			}
 		}
 	}
+	if len(rs.ranked[hosthealth.TargetPrimary]) == 0 {
+		rs.outage = outage
+	}
 	return rs
+}
+
+// primaryUsable reports whether some host in health is usable as the
+// primary and has a pool in table: whether buildRoutes would rank one for
+// TargetPrimary.
+func primaryUsable(health *hosthealth.Snapshot, table *hostTable) bool {
+	for _, i := range health.Ranking(hosthealth.TargetPrimary) {
+		if !health.Usable(i, hosthealth.TargetPrimary) {
+			return false
+		}
+		if table.byAddr[health.Host(i).Addr] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // lookup returns the route of the host at addr.
@@ -155,22 +178,32 @@ func (p *Pool) rebuildLocked(table *hostTable, lagChanged bool) news {
 	}
 	health := p.tracker.Snapshot()
 	healthChanged := health != old.health
-	if !healthChanged && !freshChanged && table == old.table {
+	// What the replicas hold is derived only while no primary is usable,
+	// the only time the Reader reads it.
+	outage, outageChanged := old.outage, false
+	switch {
+	case primaryUsable(health, table):
+		outage, outageChanged = nil, old.outage != nil
+	case lagChanged || healthChanged || old.outage == nil:
+		outage, outageChanged = p.lag.Outage(), true
+	}
+	if !healthChanged && !freshChanged && !outageChanged && table == old.table {
 		return news{} // nothing routing reads changed
 	}
-	next := buildRoutes(health, table, fresh, p.cfg.Target, p.cfg.Zone)
+	next := buildRoutes(health, table, fresh, outage, p.cfg.Target, p.cfg.Zone)
 	next.moved, next.changed = old.moved, old.changed
 	if healthChanged {
 		next.moved = make(chan struct{})
 	}
-	if healthChanged || freshChanged {
+	readsChanged := healthChanged || freshChanged || outageChanged
+	if readsChanged {
 		next.changed = make(chan struct{})
 	}
 	p.routes.Store(next)
 	if healthChanged {
 		close(old.moved)
 	}
-	if healthChanged || freshChanged {
+	if readsChanged {
 		close(old.changed)
 	}
 	if !healthChanged {
@@ -182,7 +215,7 @@ func (p *Pool) rebuildLocked(table *hostTable, lagChanged bool) news {
 
 // firstRoutes is the routing state before any host is known.
 func firstRoutes(health *hosthealth.Snapshot) *routes {
-	rs := buildRoutes(health, &hostTable{}, nil, hosthealth.TargetPrimary, "")
+	rs := buildRoutes(health, &hostTable{}, nil, nil, hosthealth.TargetPrimary, "")
 	rs.moved, rs.changed = make(chan struct{}), make(chan struct{})
 	return rs
 }

@@ -36,7 +36,7 @@ func TestBuildRoutes(t *testing.T) {
 	}
 	at := time.Unix(1000, 0)
 	fresh := map[string]replica.Candidate{"b:5432": {Fresh: at, Replayed: 7}}
-	rs := buildRoutes(tracker.Snapshot(), table, fresh, hosthealth.TargetPrimary, "z1")
+	rs := buildRoutes(tracker.Snapshot(), table, fresh, nil, hosthealth.TargetPrimary, "z1")
 
 	addrsOf := func(hs []*hostPool) []string {
 		var out []string

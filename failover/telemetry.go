@@ -74,7 +74,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 	t.failedCount = counter("pgfailover.failover.failed", "{call}", "Calls that met a failover event and could not complete safely, by outcome.")
 	t.waitTime = seconds("pgfailover.failover.wait", "Time calls spent waiting for a host that could take them, per call that waited.", waitBuckets...)
 	t.duration = seconds("pgfailover.failover.duration", "Time from the moment no host could take the Pool's calls to the moment one could again: how long the Pool had no usable host for its target.", waitBuckets...)
-	t.reads = counter("pgfailover.reads", "{read}", "Reads the Reader sent, by destination (replica or primary) and reason (eligible, caught_up, waited, pinned, lagging, unavailable).")
+	t.reads = counter("pgfailover.reads", "{read}", "Reads the Reader sent, by destination (replica or primary) and reason (eligible, caught_up, waited, outage_sync, outage_async, pinned, lagging, unavailable).")
 	t.probes = counter("pgfailover.probes", "{probe}", "Health probes sent to each host, by outcome: ok, or the class of the failure.")
 	t.connAttempts = counter("pgfailover.connection.attempts", "{attempt}", "Connections the Pool's pools began to open to each host, by purpose.")
 	t.connClosed = counter("pgfailover.connection.closed", "{connection}", "Connections the Pool closed, by host and reason (demoted, closed_by_server, wrong_role, not_promoted, silent_host, fallback_lifetime, removed).")

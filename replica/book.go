@@ -1,21 +1,25 @@
 package replica
 
-import "time"
+import (
+	"maps"
+	"time"
+)
 
 // Book turns what the probes learn of WAL positions into each replica's
-// freshness: it keeps the primary's samples in a History, and the
-// position each replica has replayed. It is pure bookkeeping: times are
-// passed in and nothing is asked of a server. It is not safe for
-// concurrent use; the caller guards it.
+// freshness: it keeps the primary's samples in a History, and what each
+// replica holds (a Report). It is pure bookkeeping: times are passed in
+// and nothing is asked of a server. It is not safe for concurrent use; the
+// caller guards it.
 //
-// Each method that records something reports whether the replicas'
-// freshness may have changed, so that the caller rebuilds what it derives
-// from Candidates only then.
+// Each method that records something reports whether what the Book
+// derives (Candidates, Outage) may have changed, so that the caller
+// rebuilds what it derives from them only then.
 type Book struct {
 	history  *History
 	spacing  time.Duration
 	primary  string // the host whose samples history holds
-	replayed map[string]LSN
+	sync     bool   // the primary's last probe found synchronous replication
+	replicas map[string]Report
 }
 
 // NewBook returns a Book that keeps size samples of the primary's
@@ -23,18 +27,21 @@ type Book struct {
 // the probes ask every few milliseconds the history still covers
 // size*spacing.
 func NewBook(size int, spacing time.Duration) *Book {
-	return &Book{history: NewHistory(size), spacing: spacing, replayed: map[string]LSN{}}
+	return &Book{history: NewHistory(size), spacing: spacing, replicas: map[string]Report{}}
 }
 
-// Primary records that the primary at addr stood at wal at time at. A
-// primary at another address starts the history again: its positions say
-// nothing of the old one's. wal zero (unknown) adds no sample.
-func (b *Book) Primary(addr string, wal LSN, at time.Time) bool {
-	delete(b.replayed, addr)
+// Primary records that the primary at addr stood at wal at time at, and
+// whether it replicated synchronously (sync: synchronous_standby_names
+// set, synchronous_commit on or remote_apply). A primary at another
+// address starts the history again: its positions say nothing of the old
+// one's. wal zero (unknown) adds no sample.
+func (b *Book) Primary(addr string, wal LSN, at time.Time, sync bool) bool {
+	delete(b.replicas, addr)
 	if addr != b.primary {
 		b.history.Reset()
 		b.primary = addr
 	}
+	b.sync = sync
 	last, ok := b.history.Last()
 	if wal != 0 && (!ok || wal == last.LSN || at.Sub(last.At) >= b.spacing) {
 		b.history.Add(Sample{LSN: wal, At: at})
@@ -42,13 +49,13 @@ func (b *Book) Primary(addr string, wal LSN, at time.Time) bool {
 	return true
 }
 
-// Replica records that the replica at addr has replayed up to wal (zero:
-// nothing yet).
-func (b *Book) Replica(addr string, wal LSN) bool {
-	if old, ok := b.replayed[addr]; ok && old == wal {
-		return false // the same position: every bound stays as it is
+// Replica records what a probe of the replica at addr found: r.Replayed
+// zero means it has replayed nothing yet.
+func (b *Book) Replica(addr string, r Report) bool {
+	if old, ok := b.replicas[addr]; ok && old == r {
+		return false
 	}
-	b.replayed[addr] = wal
+	b.replicas[addr] = r
 	return true
 }
 
@@ -56,10 +63,10 @@ func (b *Book) Replica(addr string, wal LSN) bool {
 // probe failed, or did not say its role. It stays unknown until Primary or
 // Replica says otherwise.
 func (b *Book) Unknown(addr string) bool {
-	if _, ok := b.replayed[addr]; !ok {
+	if _, ok := b.replicas[addr]; !ok {
 		return false
 	}
-	delete(b.replayed, addr)
+	delete(b.replicas, addr)
 	return true
 }
 
@@ -67,16 +74,35 @@ func (b *Book) Unknown(addr string) bool {
 // seen on one of its connections. A host not known as a replica is left
 // as it is.
 func (b *Book) Raise(addr string, wal LSN) bool {
-	if old, ok := b.replayed[addr]; ok && old < wal {
-		b.replayed[addr] = wal
+	if old, ok := b.replicas[addr]; ok && old.Replayed < wal {
+		old.Replayed = wal
+		b.replicas[addr] = old
 		return true
 	}
 	return false
 }
 
+// Look records what a look at the replica at addr on one of its
+// connections found: its replay position is raised as by Raise, and the
+// rest replaces what the Book held when r was asked later. A host not
+// known as a replica is left as it is.
+func (b *Book) Look(addr string, r Report) bool {
+	old, ok := b.replicas[addr]
+	if !ok {
+		return false
+	}
+	next := old
+	next.Replayed = max(old.Replayed, r.Replayed)
+	if r.At.After(old.At) {
+		next.At, next.Received, next.Receiving = r.At, r.Received, r.Receiving
+	}
+	b.replicas[addr] = next
+	return next != old
+}
+
 // Forget drops a host that left the topology.
 func (b *Book) Forget(addr string) bool {
-	delete(b.replayed, addr)
+	delete(b.replicas, addr)
 	if addr == b.primary {
 		b.history.Reset()
 		b.primary = ""
@@ -88,13 +114,19 @@ func (b *Book) Forget(addr string) bool {
 // Replayed set, Usable and Tier left for the caller. Replicas that have
 // replayed nothing are absent. The map is new on each call.
 func (b *Book) Candidates() map[string]Candidate {
-	out := make(map[string]Candidate, len(b.replayed))
-	for addr, wal := range b.replayed {
-		if wal == 0 {
+	out := make(map[string]Candidate, len(b.replicas))
+	for addr, r := range b.replicas {
+		if r.Replayed == 0 {
 			continue
 		}
-		fresh, _ := b.history.Reached(wal)
-		out[addr] = Candidate{Fresh: fresh, Replayed: wal}
+		fresh, _ := b.history.Reached(r.Replayed)
+		out[addr] = Candidate{Fresh: fresh, Replayed: r.Replayed}
 	}
 	return out
+}
+
+// Outage returns what the replicas held when last looked at, for reads
+// made while no primary is usable. It is new on each call.
+func (b *Book) Outage() *Outage {
+	return &Outage{sync: b.sync, reports: maps.Clone(b.replicas)}
 }

@@ -29,6 +29,15 @@
 // must be asked for, with at most one request in flight, shared by every
 // read that needs it; a sample of one primary never serves for another.
 //
+// While no primary is usable, no sample of it can be had. The Book then
+// also gives an Outage: what each replica held when last looked at (a
+// Report: how far it received and replayed WAL, and whether its WAL
+// receiver was connected), from which Outage.Position derives the
+// position a replica must have replayed to hold every write acknowledged
+// before a given time: with synchronous replication, a standby flushed
+// each such write before it was acknowledged; without, only once no
+// replica can receive more, and then it holds what any promotion keeps.
+//
 // Every function takes the time from its caller, so tests run on a fake
 // clock and never sleep.
 package replica

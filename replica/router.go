@@ -44,6 +44,9 @@ type Policy struct {
 	// PinAfterWrite is how long after a write reads go to the primary;
 	// zero turns read-your-writes off.
 	PinAfterWrite time.Duration
+	// OutageReads is what a read that must see writes does while no
+	// primary is usable and no replica is known to have replayed them.
+	OutageReads OutageReads
 }
 
 // Read is what one read brings to the decision.
@@ -88,15 +91,28 @@ const (
 	// Waited: as CaughtUp, after waiting for the replica to replay the
 	// position.
 	Waited
+	// OutageSync: no primary was usable, and a read that must see writes
+	// went to a replica that has replayed the Outage's Position, the
+	// primary last probed having replicated synchronously: the replica
+	// holds every write acknowledged before the read.
+	OutageSync
+	// OutageAsync: as OutageSync, the primary last probed having
+	// replicated asynchronously (or never been probed): the replica holds
+	// what any promotion can keep, which may lack acknowledged writes.
+	OutageAsync
 )
 
 // NumReasons is the number of Reason values.
-const NumReasons = int(Waited) + 1
+const NumReasons = int(OutageAsync) + 1
 
 // OnReplica reports whether a read routed for r went to a replica.
 func (r Reason) OnReplica() bool {
-	return r == Eligible || r == Verify || r == CaughtUp || r == Waited
+	return r == Eligible || r == Verify || r == CaughtUp || r == Waited || r.InOutage()
 }
+
+// InOutage reports whether r is one of the outage reasons (OutageSync,
+// OutageAsync).
+func (r Reason) InOutage() bool { return r == OutageSync || r == OutageAsync }
 
 var reasonNames = [...]string{
 	Eligible:    "eligible",
@@ -106,6 +122,8 @@ var reasonNames = [...]string{
 	Verify:      "verify",
 	CaughtUp:    "caught_up",
 	Waited:      "waited",
+	OutageSync:  "outage_sync",
+	OutageAsync: "outage_async",
 }
 
 // String returns the reason's name as metrics show it.

@@ -103,9 +103,15 @@ func TestReasonString(t *testing.T) {
 		replica.Eligible: "eligible", replica.Pinned: "pinned", replica.Lagging: "lagging",
 		replica.Unavailable: "unavailable", replica.Verify: "verify", replica.Reason(99): "Reason(99)",
 		replica.CaughtUp: "caught_up", replica.Waited: "waited",
+		replica.OutageSync: "outage_sync", replica.OutageAsync: "outage_async",
 	} {
 		if r.String() != want {
 			t.Errorf("%d.String() = %q, want %q", r, r.String(), want)
+		}
+	}
+	for r := range replica.Reason(replica.NumReasons) {
+		if want := r == replica.OutageSync || r == replica.OutageAsync; r.InOutage() != want || want && !r.OnReplica() {
+			t.Errorf("%v: InOutage %v, OnReplica %v", r, r.InOutage(), r.OnReplica())
 		}
 	}
 }

@@ -1,0 +1,247 @@
+package failover
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/replica"
+)
+
+// outagePool builds, in memory and without servers, a Pool with a primary
+// p and replicas r1 and r2, all answering, on a fake clock, with a
+// Reader under policy.
+func outagePool(t *testing.T, policy replica.Policy) (*Pool, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	hosts := []hosthealth.Host{{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"}}
+	p := &Pool{
+		cfg:     &Config{Target: hosthealth.TargetPrimary},
+		clock:   clk,
+		tracker: hosthealth.NewTracker(nil, hosthealth.Options{Now: clk.Now}),
+		lag:     replica.NewBook(historySize, sampleSpacing),
+		steer:   noSteer{},
+	}
+	tel, err := newTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.telemetry = tel
+	p.reader = &Reader{p: p, wait: 20 * time.Millisecond, router: replica.Router{Policy: policy}}
+	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
+	table := &hostTable{byAddr: map[string]*hostPool{}}
+	for _, h := range hosts {
+		hp := &hostPool{addr: h.Addr}
+		table.byAddr[h.Addr] = hp
+		table.list = append(table.list, hp)
+	}
+	p.setTable(table, hosts, nil)
+	p.tracker.ObserveConnect("p:5432", hosthealth.RolePrimary)
+	p.tracker.ObserveConnect("r1:5432", hosthealth.RoleReplica)
+	p.tracker.ObserveConnect("r2:5432", hosthealth.RoleReplica)
+	p.reroute()
+	return p, clk
+}
+
+// failPrimary records that the primary could not be reached.
+func failPrimary(p *Pool) {
+	p.observeFailure(p.routes.Load().table.byAddr["p:5432"], hosthealth.Transport)
+	p.reroute()
+}
+
+// probeReplica records a probe of a replica asked now.
+func probeReplica(p *Pool, clk *clock.Fake, addr string, replayed, received replica.LSN, receiving bool) {
+	p.probedLag(addr, probeResult{role: hosthealth.RoleReplica, wal: replayed, received: received, receiving: receiving, asked: clk.Now()})
+}
+
+// pick routes a read with the given position (pinned: by the Pool's last
+// write) as the Reader would, and returns where it goes.
+func pick(p *Pool, c *call) (addr string) {
+	h, _ := p.reader.next(p.routes.Load(), c)
+	if h == nil {
+		return ""
+	}
+	return h.addr
+}
+
+// TestOutageInRoutes: the routing state holds what the replicas hold only
+// while no host is usable as the primary; a replica's probe then wakes
+// the Reader's waiters even when its positions stay the same.
+func TestOutageInRoutes(t *testing.T) {
+	p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
+	p.probedLag("p:5432", probeResult{role: hosthealth.RolePrimary, wal: 1000, asked: clk.Now(), sync: true})
+	probeReplica(p, clk, "r1:5432", 1000, 1000, true)
+	if p.routes.Load().outage != nil {
+		t.Fatal("an outage in the routes while the primary is usable")
+	}
+	failPrimary(p)
+	rs := p.routes.Load()
+	if rs.outage == nil || !rs.outage.Sync() {
+		t.Fatalf("no outage, or not synchronous, once the primary failed: %+v", rs.outage)
+	}
+	clk.Advance(time.Second)
+	probeReplica(p, clk, "r1:5432", 1000, 1000, false)
+	select {
+	case <-rs.changed:
+	default:
+		t.Fatal("a replica's probe during the outage woke no Reader waiter")
+	}
+	if rs.moved != p.routes.Load().moved {
+		t.Fatal("a replica's probe during the outage woke the Pool's waiters")
+	}
+	p.tracker.ObserveConnect("r2:5432", hosthealth.RolePrimary)
+	p.reroute()
+	if p.routes.Load().outage != nil {
+		t.Fatal("the outage stays in the routes once a host is usable as the primary")
+	}
+}
+
+// TestRouteInOutage follows reads pinned by a write through a primary's
+// crash: where each goes, why, and whether the replica is checked first.
+func TestRouteInOutage(t *testing.T) {
+	p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
+	p.probedLag("p:5432", probeResult{role: hosthealth.RolePrimary, wal: 1000, asked: clk.Now(), sync: true})
+	probeReplica(p, clk, "r1:5432", 1000, 1000, true)
+	probeReplica(p, clk, "r2:5432", 900, 1000, true)
+	clk.Advance(10 * time.Millisecond)
+	p.noteWrite() // a write the reads must see, after the probes
+	clk.Advance(10 * time.Millisecond)
+	pinned := func() *call {
+		c := &call{p: p, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: p.reader}}
+		c.pinned, c.after = true, unknownPosition
+		return c
+	}
+
+	// The primary is usable: a pinned read without a sample goes there.
+	if got := pick(p, pinned()); got != "p:5432" {
+		t.Fatalf("with the primary usable, a pinned read went to %q", got)
+	}
+	failPrimary(p)
+
+	// Every replica was last looked at before the write: the read looks
+	// at one, then at the other, then waits.
+	c := pinned()
+	if got := pick(p, c); got != "r1:5432" || !c.verify || c.reason != replica.OutageSync || c.ev.outage != 0 {
+		t.Fatalf("first pick: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.verify, c.reason, c.ev.outage)
+	}
+	c.ev.looked = append(c.ev.looked, "r1:5432") // as look does
+	p.looked("r1:5432", replica.Report{At: clk.Now(), Replayed: 1200, Received: 1200})
+	if got := pick(p, c); got != "r2:5432" || !c.verify || c.ev.outage != 0 {
+		t.Fatalf("second pick: %q, verify %v, outage %v; want a look at r2", got, c.verify, c.ev.outage)
+	}
+	c.ev.looked = append(c.ev.looked, "r2:5432")
+	if got := pick(p, c); got != "" || c.reason != replica.Pinned {
+		t.Fatalf("with both looked at and r2 still unknown: %q (%v), want a wait for the primary", got, c.reason)
+	}
+
+	// r2's probe after the write: it received a little more than r1.
+	clk.Advance(time.Millisecond)
+	probeReplica(p, clk, "r2:5432", 1000, 1250, false)
+	// Neither is known to have replayed 1250: each is checked for it in
+	// turn. Neither gets there (r1's WAL ends inside a record, say, and
+	// r2's replay is paused): the read waits for a primary.
+	var checked []string
+	for range 2 {
+		got := pick(p, c)
+		if got == "" || !c.verify || c.ev.outage != 1250 || c.reason != replica.OutageSync {
+			t.Fatalf("with r2 ahead: %q, verify %v, outage %v, reason %v; want a replica checked for 1250", got, c.verify, c.ev.outage, c.reason)
+		}
+		checked = append(checked, got)
+		c.ev.short = append(c.ev.short, got) // as confirm records it
+	}
+	if checked[0] == checked[1] {
+		t.Fatalf("%s checked twice", checked[0])
+	}
+	if got := pick(p, c); got != "" {
+		t.Fatalf("with both short: %q, want a wait for the primary", got)
+	}
+
+	// A new read, r1 having replayed it: r1 takes it, unchecked, and so
+	// does the next.
+	p.raiseLag("r1:5432", 1250)
+	for range 2 {
+		c = pinned()
+		if got := pick(p, c); got != "r1:5432" || c.verify || c.reason != replica.OutageSync {
+			t.Fatalf("after r1 replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.verify, c.reason)
+		}
+	}
+
+	// A later write (its answer came after the failure was seen): the
+	// replicas must be looked at again.
+	clk.Advance(time.Millisecond)
+	p.noteWrite()
+	if got := pick(p, pinned()); got == "" || !p.routes.Load().outage.Stale(got, p.lastWriteTime()) {
+		t.Fatalf("after a later write: %q, want a look at a replica", got)
+	}
+
+	// A new primary: the rule stops, and the pinned read goes there.
+	p.tracker.ObserveConnect("r2:5432", hosthealth.RolePrimary)
+	p.reroute()
+	if got := pick(p, pinned()); got != "r2:5432" {
+		t.Fatalf("with a new primary: %q, want it", got)
+	}
+}
+
+// TestRouteInOutageAsynchronous: without synchronous replication the
+// position counts only once no replica receives WAL; outage_reads=wait
+// makes the reads wait whatever the replication.
+func TestRouteInOutageAsynchronous(t *testing.T) {
+	for _, policy := range []replica.OutageReads{replica.OutageReplica, replica.OutageWait} {
+		p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second, OutageReads: policy})
+		p.probedLag("p:5432", probeResult{role: hosthealth.RolePrimary, wal: 1000, asked: clk.Now()})
+		p.noteWrite()
+		failPrimary(p)
+		clk.Advance(time.Millisecond)
+		probeReplica(p, clk, "r1:5432", 1000, 1000, false)
+		probeReplica(p, clk, "r2:5432", 1000, 1000, true)
+		c := &call{p: p, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: p.reader}}
+		c.pinned, c.after = true, unknownPosition
+		if got := pick(p, c); got != "" {
+			t.Fatalf("%v: with r2 still receiving: %q, want a wait", policy, got)
+		}
+		probeReplica(p, clk, "r2:5432", 1000, 1000, false)
+		got := pick(p, c)
+		switch {
+		case policy == replica.OutageWait && got != "":
+			t.Fatalf("wait: with every receiver stopped: %q, want a wait", got)
+		case policy == replica.OutageReplica && (got == "" || c.verify || c.reason != replica.OutageAsync):
+			t.Fatalf("replica: with every receiver stopped: %q, verify %v, reason %v; want a replica, unchecked", got, c.verify, c.reason)
+		}
+	}
+}
+
+// TestRouteInOutageCausalToken: a read whose token's position no replica
+// reached, while no primary is usable, counts from when the rule was first
+// applied to it: a replica looked at before that is looked at again.
+func TestRouteInOutageCausalToken(t *testing.T) {
+	p, clk := outagePool(t, replica.Policy{})
+	p.probedLag("p:5432", probeResult{role: hosthealth.RolePrimary, wal: 1000, asked: clk.Now(), sync: true})
+	failPrimary(p)
+	clk.Advance(time.Millisecond)
+	probeReplica(p, clk, "r1:5432", 1100, 1100, false)
+	probeReplica(p, clk, "r2:5432", 1100, 1100, false)
+	clk.Advance(time.Millisecond)
+	c := &call{p: p, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: p.reader}}
+	c.after = 1500 // written just before the crash, beyond what any replica received
+	// Its own position first: each replica is checked for it, and found
+	// behind (as confirm records).
+	for range 2 {
+		got := pick(p, c)
+		if got == "" || !c.verify || c.reason != replica.Verify {
+			t.Fatalf("a check for the token's position: %q, verify %v, reason %v; want a replica", got, c.verify, c.reason)
+		}
+		c.events().behind = append(c.ev.behind, got)
+	}
+	clk.Advance(time.Millisecond)
+	if got := pick(p, c); got != "r1:5432" || !c.verify || c.reason != replica.OutageSync || c.ev.outage != 0 {
+		t.Fatalf("then: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.verify, c.reason, c.ev.outage)
+	}
+	if !c.ev.since.Equal(clk.Now()) {
+		t.Fatalf("since = %v, want the time the rule was first applied, %v", c.ev.since, clk.Now())
+	}
+}
