@@ -44,18 +44,21 @@ func sourceMatches(t *testing.T, re *regexp.Regexp, dirs ...string) []string {
 	return slices.Compact(out)
 }
 
-// readmeSection returns the README's text from heading to the next
-// heading of the same level.
-func readmeSection(t *testing.T, heading string) string {
+// catalogPage is the one page that holds the metric catalog.
+const catalogPage = "../docs/observability.md"
+
+// pageSection returns catalogPage's text from heading to the next heading
+// of the same level.
+func pageSection(t *testing.T, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile(catalogPage)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, "\n"+heading+"\n")
 	if i < 0 {
-		t.Fatalf("README has no %q", heading)
+		t.Fatalf("%s has no %q", catalogPage, heading)
 	}
 	s = s[i+len(heading)+2:]
 	level := heading[:strings.IndexByte(heading, ' ')+1]
@@ -65,34 +68,39 @@ func readmeSection(t *testing.T, heading string) string {
 	return s
 }
 
-// TestMetricCatalogIsComplete keeps the README's metric catalog true: a
-// row for every instrument the library creates, no row for one it does not,
-// and every attribute key it records named there.
+// TestMetricCatalogIsComplete keeps the metric catalog in
+// docs/observability.md true: a row for every instrument the library
+// creates, no row for one it does not, and every attribute key it records
+// named on the page.
 func TestMetricCatalogIsComplete(t *testing.T) {
-	section := readmeSection(t, "## Observability")
+	catalog := pageSection(t, "## Metric catalog")
+	page, err := os.ReadFile(catalogPage)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dirs := []string{".", "../patroni"}
 	names := sourceMatches(t, instrumentName, dirs...)
 	if len(names) < 20 {
 		t.Fatalf("found only %d instruments in the source: %v", len(names), names)
 	}
 	rows := map[string]bool{}
-	for _, line := range strings.Split(section, "\n") {
+	for _, line := range strings.Split(catalog, "\n") {
 		if strings.HasPrefix(line, "| `") {
 			rows[strings.Trim(strings.Fields(line)[1], "`")] = true
 		}
 	}
 	for _, n := range names {
 		if !rows[n] {
-			t.Errorf("the README's metric catalog has no row for %s", n)
+			t.Errorf("the metric catalog (%s) has no row for %s", catalogPage, n)
 		}
 		delete(rows, n)
 	}
 	for n := range rows {
-		t.Errorf("the README's metric catalog lists %s, which the library does not record", n)
+		t.Errorf("the metric catalog (%s) lists %s, which the library does not record", catalogPage, n)
 	}
 	for _, k := range sourceMatches(t, attributeKey, dirs...) {
-		if !strings.Contains(section, "`"+k+"`") {
-			t.Errorf("the README's Observability section does not name the attribute %s", k)
+		if !strings.Contains(string(page), "`"+k+"`") {
+			t.Errorf("%s does not name the attribute %s", catalogPage, k)
 		}
 	}
 }

@@ -109,40 +109,19 @@ type Config struct {
 	// Zone is the client's own zone ("zone" key), "" when unset.
 	Zone string
 
-	MaxAttempts int // failover_max_attempts, default 8, at least 1
-	// ReadyConns (failover_ready_conns, default pool_max_conns, 0 for
-	// none) is how many connections the Pool opens, while calls wait for
-	// a primary, on the replica likeliest to be promoted, ahead of its
-	// promotion: at most one per waiting call, and never more than
-	// MaxConns. They are the logins the waiting calls would make on the
-	// new primary just after the promotion, and each parses the waiting
-	// calls' statements there (the first 16); 0 leaves both to then, for
-	// a fleet whose replicas have no connection slots to spare.
-	ReadyConns          int
-	MaxDuration         time.Duration // failover_max_duration, default 30s, > 0
-	BackoffInitial      time.Duration // failover_backoff_initial, default 50ms, > 0
-	BackoffMax          time.Duration // failover_backoff_max, default 1s, >= BackoffInitial
-	HealthProbeInterval time.Duration // health_probe_interval, default 1s, > 0
-	// HealthProbeWaitMax (health_probe_wait_max, default 50ms, at least
-	// 2ms and at most HealthProbeInterval) is the longest interval between
-	// two probes of a reachable host while calls wait for a usable host:
-	// probes start 2ms apart when the wait begins and grow apart with it up
-	// to this. Larger trades detection delay for load on the servers.
+	// The fields below hold the connection-string key each names;
+	// ParseConfig's documentation gives its meaning, default and range.
 	// NewWithConfig refuses a value set in code outside that range.
-	HealthProbeWaitMax time.Duration
-	// HealthProbeTimeout (health_probe_timeout, default 3s, > 0) is how
-	// long a probe's question may go unanswered on its open connection
-	// before the host is judged silent and every socket to it is cut.
-	// Connecting the probe is bounded by connect_timeout instead (5s when
-	// connect_timeout=0).
-	HealthProbeTimeout time.Duration
 
-	// LazyConnect (lazy_connect, default off) makes NewWithConfig return
-	// at once without reaching any host, as pgxpool's New does, for a
-	// service that may start before its database: the first calls wait
-	// for a usable host, within their context and MaxDuration, and a
-	// wrong password is reported by the first call instead of by New.
-	LazyConnect bool
+	MaxAttempts         int           // failover_max_attempts
+	ReadyConns          int           // failover_ready_conns
+	MaxDuration         time.Duration // failover_max_duration
+	BackoffInitial      time.Duration // failover_backoff_initial
+	BackoffMax          time.Duration // failover_backoff_max
+	HealthProbeInterval time.Duration // health_probe_interval
+	HealthProbeWaitMax  time.Duration // health_probe_wait_max
+	HealthProbeTimeout  time.Duration // health_probe_timeout
+	LazyConnect         bool          // lazy_connect
 
 	MeterProvider  metric.MeterProvider // nil means the otel global provider
 	TracerProvider trace.TracerProvider // nil means the otel global provider
@@ -193,32 +172,19 @@ type Config struct {
 
 // ReplicaConfig is how the Reader routes reads.
 type ReplicaConfig struct {
-	// PinAfterWrite (pin_after_write, default 1s) is how long after a call
-	// that may have written a read through the Reader must see it
-	// (read-your-writes): it goes to a replica that has replayed a
-	// position of the primary sampled after the write, else to the
-	// primary. 0 turns it off.
-	PinAfterWrite time.Duration
-	// MaxLag (max_lag, default 0) is the largest staleness bound a replica
-	// may serve reads with; 0 sets no gate. When set it must be greater
-	// than HealthProbeInterval: a replica's bound shrinks only when the
-	// servers are probed.
-	MaxLag time.Duration
-	// Wait (replica_wait, default 20ms) is how long a read that must see
-	// a position (after a write, or with a CausalToken) waits for a
-	// replica to replay it before it goes to the primary; 0 sends it to
-	// the primary at once. Keep it short: a read waits for it instead of
-	// reading on the primary. The default comes from measurement: a
-	// replica streaming from a primary nearby replayed a commit 0.24ms
-	// after the commit returned at the median, 2.9ms at p99 and 11ms at
-	// most (300 commits, a loaded 2-core machine); 20ms covers that with
-	// room to spare.
+	// Each field holds the connection-string key it names; ParseConfig's
+	// documentation gives its meaning, default and range.
+
+	PinAfterWrite time.Duration // pin_after_write
+	MaxLag        time.Duration // max_lag
+	// Wait is replica_wait. Its default comes from measurement: a replica
+	// streaming from a primary nearby replayed a commit 0.24ms after the
+	// commit returned at the median, 2.9ms at p99 and 11ms at most (300
+	// commits, a loaded 2-core machine); 20ms covers that with room to
+	// spare.
 	Wait time.Duration
-	// OutageReads (outage_reads, default replica) is what a read that
-	// must see a write does while no primary is usable and no replica is
-	// known to have replayed the write: replica.OutageReplica sends it to
-	// a replica that holds every write the replicas received (see
-	// Reader), replica.OutageWait makes it wait for a primary.
+	// OutageReads is outage_reads: replica.OutageReplica or
+	// replica.OutageWait.
 	OutageReads replica.OutageReads
 }
 

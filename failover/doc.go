@@ -45,26 +45,15 @@
 //
 // # Waiting for a primary
 //
-// A call goes to the best host that can take it now: one that answered in
-// a role the target accepts, or one not tried yet. Hosts that are
-// unreachable, refusing for now or in the wrong role are left to the
-// background probes. When no host can take the call, it waits, and wakes
-// as soon as a probe or another call sees a host change; while any call
-// waits, the reachable hosts are probed 2ms apart at first and less often
-// as the wait grows, up to health_probe_wait_max (50ms) apart, a replica
-// that a promotion would make usable is watched on the server, which
-// answers as soon as it is promoted, and the likeliest one gets the waiting
-// calls' connections opened ahead of its promotion, with the waiting
-// statements parsed there, so a promotion is found, and written to,
-// within tens of milliseconds; a host that cannot
-// be reached is probed on a backoff of its own. One deadline,
-// failover_max_duration from the call's first failover event, bounds the
-// waiting and the attempts, with the caller's context.
-// failover_max_attempts bounds how many times the statement is sent to
-// hosts that fail under it; before sending again to a host that already
-// failed, the call pays a full-jitter exponential
-// backoff. When it cannot finish, a *FailoverError (wrapping ErrNoHost or
-// ErrBudgetExhausted) says what each host did.
+// When no host can take a call, the call waits and wakes as soon as a
+// probe or another call sees a host change; while any call waits, the
+// hosts are probed fast and the replica likeliest to be promoted is
+// watched on the server. One deadline, failover_max_duration (30s) from
+// the call's first failover event, bounds the waiting and the attempts,
+// with the caller's context. When the call cannot finish, a
+// *FailoverError (wrapping ErrNoHost or ErrBudgetExhausted) says what each
+// host did. The schedule, and what it costs a fleet, are in the guide's
+// https://github.com/pgfailover/pgfailover/blob/main/docs/how-failover-works.md.
 //
 // # A *pgxpool.Pool, and database/sql
 //
@@ -92,12 +81,20 @@
 // do not: calls that survived or failed a failover, the time calls waited
 // and the time the target had no usable host, attempts per call, each
 // host's state and role, replica staleness, the Reader's reads, probes,
-// connection attempts, and connections closed by reason. The README's
-// metric catalog lists them all. Config.TracerProvider receives a
+// connection attempts, and connections closed by reason; the catalog is
+// https://github.com/pgfailover/pgfailover/blob/main/docs/observability.md.
+// Config.TracerProvider receives a
 // pgfailover.failover span per failover episode, with an event per host
 // that failed and one for the wait. Config.Logger receives each change of
 // a host's state or role once, whoever noticed it, and rate-limited
 // warnings (one per host and kind each 10 s); the Pool logs nothing
 // without it. A call that meets no failover event records nothing. No
 // password appears in any error, log line, metric or span.
+//
+// # Reference and guide
+//
+// ParseConfig lists every connection-string key with its default and
+// range. The guide, one page per task (a real cluster, guarantees, reads,
+// database/sql, Patroni, errors and what to do, performance), starts at
+// https://github.com/pgfailover/pgfailover#guide.
 package failover

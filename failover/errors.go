@@ -11,8 +11,11 @@ import (
 // Sentinel errors. Every error the Pool returns for a failover decision wraps
 // one of these, so callers branch with errors.Is.
 var (
-	// ErrNoHost means no host could satisfy the target: every host was
-	// unreachable or in the wrong role, or the host list is empty.
+	// ErrNoHost means no host could satisfy the target. From New: no host
+	// was reachable in a role the target accepts, or the host list is
+	// empty. From a call: every host was in the wrong role for the target
+	// when the call's budget or deadline ran out (a call that ran out
+	// while some host was unreachable gets ErrBudgetExhausted).
 	ErrNoHost = errors.New("pgfailover: no host satisfies the target")
 
 	// ErrBudgetExhausted means the call was still failing over when its

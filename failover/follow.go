@@ -43,12 +43,12 @@ type follower struct {
 //     fails; the server is starting up, shutting down or full; it is in
 //     the wrong role) goes on to the next host that can take it, or to the
 //     same one after a backoff, within failover_max_attempts and
-//     failover_max_duration (see connectChain); a connect that fails in
+//     failover_max_duration; a connect that fails in
 //     the end returns pgconn's connect error, with one line per attempt
 //     and the Pool's *FailoverError among its causes;
 //   - an idle connection is handed out only when a non-blocking peek finds
 //     nothing waiting on it (no FATAL, no end-of-file; skipped when its
-//     socket read an answer less than netconn.RecentRead ago), its server
+//     socket read an answer less than 50µs before), its server
 //     has not reported a role the target refuses, and the Pool still ranks
 //     its host usable for the target;
 //   - when a host it has connected to is found demoted, the pool is Reset:

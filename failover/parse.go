@@ -118,8 +118,9 @@ var fallbackKeys = []string{
 // with three hosts allows up to 30 connections in all. The PG* environment
 // variables and the service file count as they do for pgx.
 //
-// The keys below belong to this package. ParseConfig removes them, so none
-// of them ever reaches a server as a runtime parameter:
+// The keys below belong to this package; this table is their one
+// reference (the guide links here). ParseConfig removes them, so none of
+// them ever reaches a server as a runtime parameter:
 //
 //	key                       default     meaning
 //	target_session_attrs      read-write  libpq's key: which role to connect to (see below)
@@ -133,7 +134,10 @@ var fallbackKeys = []string{
 //	                                      a host in the wrong role use none; at least 1
 //	failover_ready_conns      pool_max_conns  connections opened, while calls wait for a primary,
 //	                                      on the replica likeliest to be promoted, one per
-//	                                      waiting call at most; 0 for none
+//	                                      waiting call at most, never more than pool_max_conns;
+//	                                      each parses there the waiting calls' statements (the
+//	                                      first 16); 0 for none, for replicas without
+//	                                      connection slots to spare; >= 0
 //	failover_max_duration     30s         time one call may spend failing over, waiting for a
 //	                                      usable host included; > 0
 //	failover_backoff_initial  50ms        first backoff base before sending again to a host

@@ -231,7 +231,7 @@ const closeGrace = time.Second
 // be released, like pgxpool.Pool.Close, except on a host the Pool knows
 // does not answer: statements in flight there are cut at once (they fail, a
 // write with ErrCommitOutcomeUnknown). Cancel requests and connections
-// pgconn has given up on are waited for closeGrace (1 s) at most, so a
+// pgconn has given up on are waited for about a second at most, so a
 // blackholed host does not hold Close for pgconn's 15 s. It is safe to call
 // more than once.
 func (p *Pool) Close() {

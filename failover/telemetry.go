@@ -23,7 +23,7 @@ const instrumentationName = "github.com/pgfailover/pgfailover"
 var dbSystem = attribute.String("db.system.name", "postgresql")
 
 // telemetry holds the Pool's OpenTelemetry instruments. Nothing here runs
-// on a call that meets no failover event. The README's metric catalog
+// on a call that meets no failover event. The metric catalog in docs/observability.md
 // lists every instrument; TestMetricCatalogIsComplete keeps it complete.
 type telemetry struct {
 	meter         metric.Meter

@@ -20,7 +20,7 @@ import (
 )
 
 // metricChecks is what the self-check asks of /metrics after the failover,
-// in the exporter's Prometheus names of the README's metric catalog. Each
+// in the exporter's Prometheus names of the metric catalog (docs/observability.md). Each
 // line names one family (or families, of which one must do it) and what it
 // must show. The self-check scrapes again until one scrape after the
 // failover passes them all, and fails with those that did not when a

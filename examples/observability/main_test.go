@@ -23,7 +23,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// instrument is one row of the README's metric catalog.
+// instrument is one row of the metric catalog (docs/observability.md).
 type instrument struct {
 	name, kind, unit string
 	attrs            []string
@@ -37,19 +37,19 @@ var (
 	parenthesized = regexp.MustCompile(`\([^)]*\)`)
 )
 
-// catalog reads the metric catalog from the repository's README: each
+// catalog reads the metric catalog from docs/observability.md: each
 // row's name, instrument, unit and attribute keys (the values some cells
 // give in parentheses left out), with db.system.name on every point of
 // the failover package.
 func catalog(t *testing.T) []instrument {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile("../../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(data), "### Metric catalog\n")
+	_, section, ok := strings.Cut(string(data), "## Metric catalog\n")
 	if !ok {
-		t.Fatal("the README has no metric catalog")
+		t.Fatal("docs/observability.md has no metric catalog")
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	var out []instrument

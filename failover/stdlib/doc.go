@@ -114,7 +114,7 @@
 // cpu-ratio 0.99–1.01, medians): the peek that keeps a statement off a
 // connection its server has already closed, one system call, runs before
 // the reuse of a connection only when its socket has read nothing for
-// 50 µs (see the README's Guarantees for the window that leaves).
+// 50 µs (see docs/guarantees.md for the window that leaves).
 //
 // # When database/sql runs a statement again
 //

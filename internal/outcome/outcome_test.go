@@ -215,7 +215,7 @@ func decideCallFor(f Failure) (Verdict, bool) {
 }
 
 // TestDecidePaths is the decision for each path that sends SQL, one row
-// per row of the README's table "What moves to another host, and what does
+// per row of docs/how-failover-works.md's table "What moves to another host, and what does
 // not" and per pinned phase: a statement inside a transaction, COMMIT, and
 // a statement on a held connection (database/sql).
 func TestDecidePaths(t *testing.T) {

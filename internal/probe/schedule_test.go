@@ -192,7 +192,7 @@ func TestProbeOutcomeOf(t *testing.T) {
 // TestProbeScheduleRates: what the defaults cost. Over an outage of T with
 // calls waiting throughout, a reachable host is probed about
 // ∫ dt / interval(t) times and a dead one dialled as its backoff allows; the
-// README's numbers come from here. The draws are spread evenly over the
+// numbers in docs/how-failover-works.md come from here. The draws are spread evenly over the
 // jitter.
 func TestProbeScheduleRates(t *testing.T) {
 	var k int64
