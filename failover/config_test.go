@@ -3,9 +3,6 @@ package failover
 import (
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"maps"
 	"os"
 	"path/filepath"
@@ -1101,35 +1098,6 @@ func TestParseDuration(t *testing.T) {
 		got, problem, _ := parseDuration(tt.in)
 		if (problem != "") != tt.problem || got != tt.want {
 			t.Errorf("parseDuration(%q) = %v, %q; want %v, problem %v", tt.in, got, problem, tt.want, tt.problem)
-		}
-	}
-}
-
-// Every key of ours appears in ParseConfig's doc comment.
-func TestParseConfigDocListsEveryKey(t *testing.T) {
-	fset := token.NewFileSet()
-	file, err := parser.ParseFile(fset, "parse.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc string
-	for _, d := range file.Decls {
-		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "ParseConfig" && fn.Recv == nil {
-			doc = fn.Doc.Text()
-		}
-	}
-	if doc == "" {
-		t.Fatal("ParseConfig has no doc comment")
-	}
-	for _, k := range slices.Concat(ownKeys, fallbackKeys, []string{keyTargetSessionAttrs}) {
-		if !strings.Contains(doc, "\t"+k+" ") {
-			t.Errorf("ParseConfig's doc table has no row for %s", k)
-		}
-	}
-	for _, k := range []string{"pool_max_conns", "pool_min_conns", "pool_min_idle_conns", "pool_max_conn_lifetime",
-		"pool_max_conn_lifetime_jitter", "pool_max_conn_idle_time", "pool_health_check_period", "connect_timeout", "sslmode"} {
-		if !strings.Contains(doc, k) {
-			t.Errorf("ParseConfig's doc does not mention %s", k)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/probe"
 )
