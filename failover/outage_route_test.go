@@ -144,8 +144,8 @@ func TestRouteInOutage(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	probeReplica(p, clk, "r2:5432", 1000, 1250, false)
 	// Neither is known to have replayed 1250: each is checked for it in
-	// turn. Neither gets there (r1's WAL ends inside a record, say, and
-	// r2's replay is paused): the read waits for a primary.
+	// turn. Neither gets there in replica_wait (r1 replays slowly, r2's
+	// replay is paused): the read waits for a primary.
 	var checked []string
 	for range 2 {
 		got := pick(p, c)
@@ -162,9 +162,12 @@ func TestRouteInOutage(t *testing.T) {
 		t.Fatalf("with both short: %q, want a wait for the primary", got)
 	}
 
-	// A new read, r1 having replayed it: r1 takes it, unchecked, and so
-	// does the next.
+	// r1 replays it after all (seen by another read's check, say): the
+	// read takes r1 unchecked, and so do new reads.
 	p.raiseLag("r1:5432", 1250)
+	if got := pick(p, c); got != "r1:5432" || c.verify || c.reason != replica.OutageSync {
+		t.Fatalf("r1 short, then known to have replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.verify, c.reason)
+	}
 	for range 2 {
 		c = pinned()
 		if got := pick(p, c); got != "r1:5432" || c.verify || c.reason != replica.OutageSync {

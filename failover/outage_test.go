@@ -114,23 +114,28 @@ func (d *outageDrill) read(err error, port int) {
 	}
 }
 
-// readsBetween returns how many Reader reads succeeded in [from, to], and
-// the longest time in that span without one returning.
-func (d *outageDrill) readsBetween(from, to time.Time) (n int, longest time.Duration) {
+// readsBetween returns how many Reader reads succeeded in [from, to], the
+// longest time in that span without one returning, and when that time
+// ended, counted from from.
+func (d *outageDrill) readsBetween(from, to time.Time) (n int, longest, endedAt time.Duration) {
 	d.mu.Lock()
 	times := slices.Clone(d.succeeded)
 	d.mu.Unlock()
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	last := from
-	for _, at := range times {
+	for _, at := range append(times, to) {
 		if at.Before(from) || at.After(to) {
 			continue
 		}
-		n++
-		longest = max(longest, at.Sub(last))
+		if at != to {
+			n++
+		}
+		if gap := at.Sub(last); gap > longest {
+			longest, endedAt = gap, at.Sub(from)
+		}
 		last = at
 	}
-	return n, max(longest, to.Sub(last))
+	return n, longest, endedAt
 }
 
 // outcome is what a drill found between the crash and the promotion.
@@ -138,6 +143,7 @@ type outcome struct {
 	outage     time.Duration // from the crash to the promotion
 	during     int           // Reader reads that succeeded meanwhile
 	longestGap time.Duration // the longest time meanwhile without one
+	gapEnded   time.Duration // when it ended, after the crash
 	// gapBefore is the longest time without one in the outageLength
 	// before the crash: what the machine's load alone makes of the
 	// service.
@@ -176,7 +182,7 @@ func (d *outageDrill) crashAndPromote(c *pgtest.Cluster, next *pgtest.Node, read
 	o.replayedAll = replayedAllReceived(t, d.ctx, next)
 	if readsExpected && o.replayedAll {
 		waitUntil(t, 30*time.Second, "reads through the outage", func() bool {
-			n, _ := d.readsBetween(crashed, time.Now())
+			n, _, _ := d.readsBetween(crashed, time.Now())
 			return n >= 20
 		})
 	}
@@ -192,8 +198,8 @@ func (d *outageDrill) crashAndPromote(c *pgtest.Cluster, next *pgtest.Node, read
 		t.Fatal(err)
 	}
 	o.outage = promoting.Sub(crashed)
-	o.during, o.longestGap = d.readsBetween(crashed, promoting)
-	_, o.gapBefore = d.readsBetween(crashed.Add(-outageLength), crashed)
+	o.during, o.longestGap, o.gapEnded = d.readsBetween(crashed, promoting)
+	_, o.gapBefore, _ = d.readsBetween(crashed.Add(-outageLength), crashed)
 	from := d.writes.Load()
 	waitUntil(t, 30*time.Second, "writes read back after the promotion", func() bool { return d.writes.Load() > from+20 })
 	stop()
@@ -242,8 +248,9 @@ func (d *outageDrill) report(name string, o outcome, reasons map[string]int64) {
 	t := d.t
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t.Logf("%s: outage %v: %d Reader reads during it, longest gap between them %d ms (%d ms in the %v before the crash); %d writes acknowledged, %d Reader reads in all, %d failed, %d missed their own write (%d of those writes kept by the promotion); reads by reason: %v",
-		name, o.outage.Round(time.Millisecond), o.during, o.longestGap.Milliseconds(), o.gapBefore.Milliseconds(), outageLength, d.writes.Load(), d.reads.Load(), len(d.failed), len(d.missed), o.missedKept, reasons)
+	t.Logf("%s: outage %v: %d Reader reads during it, longest gap between them %d ms, ending %d ms after the crash (%d ms in the %v before the crash); %d writes acknowledged, %d Reader reads in all, %d failed, %d missed their own write (%d of those writes kept by the promotion); reads by reason: %v",
+		name, o.outage.Round(time.Millisecond), o.during, o.longestGap.Milliseconds(), o.gapEnded.Milliseconds(), o.gapBefore.Milliseconds(), outageLength,
+		d.writes.Load(), d.reads.Load(), len(d.failed), len(d.missed), o.missedKept, reasons)
 	if !o.replayedAll {
 		t.Logf("%s: the replica promoted had not replayed all it received (its WAL ended inside a record): no read could be served during the outage", name)
 	}

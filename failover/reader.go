@@ -80,13 +80,14 @@ import (
 //
 // When the position cannot be had yet, or no replica has replayed it
 // (the WAL a replica received ends inside a record, which it cannot
-// replay until more comes; its replay is paused), the read waits for a
-// primary as before, and fails with the same typed errors. With
-// outage_reads=wait every such read waits. Once a host is usable as the
-// primary the rule no longer applies: a read picks again by the rules
+// replay until more comes; its replay is paused), the read waits as
+// before, until a primary is usable or a probe or another read's check
+// shows a replica that qualifies, and fails with the same typed errors.
+// With outage_reads=wait every such read waits. Once a host is usable as
+// the primary the rule no longer applies: a read picks again by the rules
 // above, and positions of the old primary's timeline are never compared
-// with the new one's. The reads sent by the rule count in pgfailover.reads
-// with the reason outage_sync or outage_async.
+// with the new one's. The reads sent by the rule count in
+// pgfailover.reads with the reason outage_sync or outage_async.
 //
 // When a replica fails under a read, a read that is safe to replay moves
 // to the next replica, then to the primary, under the same rules and
@@ -187,13 +188,14 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 // now is the read's time for the staleness gate, zero without one.
 func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica.Reason, bool) {
 	ev := c.events()
-	since := r.outageSince(c)
-	// Only the replicas this read failed on, or found short of the
-	// outage's position, are passed over: one behind the read's own
-	// position may hold what the rule asks.
+	pos, known := rs.outage.Position(r.outageSince(c))
+	// Only the replicas this read failed on are passed over, and those it
+	// found short of the outage's position until they are known to have
+	// replayed it: one behind the read's own position may hold what the
+	// rule asks, and one still replaying will get there.
 	cands := slices.Clone(rs.cands)
 	for i, h := range rs.replicas {
-		if c.failedOn(h.addr) || slices.Contains(ev.short, h.addr) {
+		if c.failedOn(h.addr) || slices.Contains(ev.short, h.addr) && !(known && cands[i].Replayed >= pos) {
 			cands[i].Usable = false
 		}
 	}
@@ -201,7 +203,7 @@ func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica
 	if rs.outage.Sync() {
 		reason = replica.OutageSync
 	}
-	if pos, ok := rs.outage.Position(since); ok {
+	if known {
 		// A replica known to have replayed it takes the read; else one is
 		// checked, as for a read's own position.
 		ev.outage = pos
@@ -213,6 +215,7 @@ func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica
 	// Not known yet: a replica not looked at since the writes is looked
 	// at, once for the read.
 	ev.outage = 0
+	since := r.outageSince(c)
 	for i, h := range rs.replicas {
 		if r.router.Eligible(&cands[i], now) && rs.outage.Stale(h.addr, since) && !slices.Contains(ev.looked, h.addr) {
 			return i, reason, true
