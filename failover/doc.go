@@ -29,6 +29,9 @@
 // replica serves reads only while an upper bound on its staleness, taken
 // from the primary's WAL position samples, is within it. A CausalToken
 // carried in the context replaces the pin with its writes' own position.
+// While no primary is usable, a read that must see writes goes to a
+// replica that has replayed as much WAL as any replica holds
+// (outage_reads; see Reader for what it then sees).
 //
 // # What is retried
 //

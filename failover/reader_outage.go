@@ -20,11 +20,13 @@ import (
 // (rs.outage is set): the outage rule (see Reader). It returns the
 // replica's index in rs and the reason, with verify set when the replica
 // is to be checked on the connection the read then uses (confirm); or
-// replica.Primary, and the read waits for a primary as any read does.
-// now is the read's time for the staleness gate, zero without one.
+// replica.Primary, and the read waits, as any read does, for the routing
+// state to change. now is the read's time for the staleness gate, zero
+// without one.
 func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica.Reason, bool) {
 	ev := c.events()
-	pos, known := rs.outage.Position(r.outageSince(c))
+	since := r.outageSince(c)
+	pos, known := rs.outage.Position(since)
 	// Only the replicas this read failed on are passed over, and those it
 	// found short of the outage's position until they are known to have
 	// replayed it: one behind the read's own position may hold what the
@@ -51,7 +53,6 @@ func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica
 	// Not known yet: a replica not looked at since the writes is looked
 	// at, once for the read.
 	ev.outage = 0
-	since := r.outageSince(c)
 	for i, h := range rs.replicas {
 		if r.router.Eligible(&cands[i], now) && rs.outage.Stale(h.addr, since) && !slices.Contains(ev.looked, h.addr) {
 			return i, reason, true
@@ -82,7 +83,7 @@ func (r *Reader) outageSince(c *call) time.Time {
 // waiting up to replica_wait; while no primary is usable, that it has
 // replayed the outage's position, or, when that position could not be
 // had, what it holds (look). It returns whether the read takes h; if not,
-// the read passes h over.
+// the read picks again, and passes h over as next and routeInOutage say.
 func (r *Reader) confirm(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 	if !c.reason.InOutage() {
 		ok, waited := r.replayed(c, h, conn, c.after)
