@@ -38,7 +38,7 @@ func (c *Cluster) Failover(ctx context.Context, promoteAfter time.Duration) (*No
 	if err := c.pc.Primary().Stop(ctx, pgtest.Immediate); err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, promoteAfter); err != nil {
+	if err := pgtest.Sleep(ctx, promoteAfter); err != nil {
 		return nil, fmt.Errorf("failovertest: waiting to promote: %w", err)
 	}
 	best, err := c.pc.BestStandby(ctx)
@@ -120,19 +120,4 @@ func (c *Cluster) Rejoin(ctx context.Context, n *Node) error {
 	c.drill.Lock()
 	defer c.drill.Unlock()
 	return c.pc.Rejoin(ctx, pn, c.pc.Primary())
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

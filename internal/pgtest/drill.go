@@ -45,7 +45,7 @@ func (n *Node) poll(ctx context.Context, what string, check func(context.Context
 				}
 			}
 		}
-		if err := sleepCtx(ctx, pollInterval); err != nil {
+		if err := Sleep(ctx, pollInterval); err != nil {
 			if last != nil {
 				return n.errorf("%s: %w (last error: %v)", what, err, last)
 			}

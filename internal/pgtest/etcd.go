@@ -94,7 +94,7 @@ func (e *etcd) waitHealthy(ctx context.Context, hc *http.Client) error {
 		if err != nil {
 			last = err
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 			return e.errorf("waiting for etcd to be healthy: %w (last error: %v)", err, last)
 		}
 	}

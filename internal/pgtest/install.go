@@ -152,7 +152,13 @@ func ensure[T any](ctx context.Context, p packages, missing error, progress io.W
 // installLock takes an exclusive lock on a file in the temporary directory,
 // waiting for any other process installing.
 func installLock() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "pgtest-install.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	return LockFile(filepath.Join(os.TempDir(), "pgtest-install.lock"))
+}
+
+// LockFile takes an exclusive lock on the file at path, creating it, and
+// waits while another process holds it. The returned function releases it.
+func LockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -293,7 +293,7 @@ func (n *Node) waitReady(ctx context.Context, p *process) error {
 			_ = conn.Close(context.Background())
 			return nil
 		}
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 10*time.Millisecond); err != nil {
 			return n.errorf("waiting for the server to accept connections: %w", err)
 		}
 	}
@@ -443,7 +443,11 @@ func (e *nodeError) Error() string {
 
 func (e *nodeError) Unwrap() error { return e.err }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends, and returns ctx's error if it did.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -168,7 +168,7 @@ func (pc *PatroniCluster) WaitHealthy(ctx context.Context) error {
 			return nil
 		}
 		why = reason
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 50*time.Millisecond); err != nil {
 			return fmt.Errorf("pgtest: waiting for a healthy Patroni cluster: %w (last seen: %s)", err, why)
 		}
 	}
@@ -306,7 +306,7 @@ func (pc *PatroniCluster) WaitNewLeader(ctx context.Context, old *PatroniMember)
 			}
 			return m, nil
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 			from := "any member"
 			if old != nil {
 				from = "a member other than " + old.name

@@ -52,7 +52,7 @@ func (pc *PatroniCluster) Switchover(ctx context.Context) (from, to *PatroniMemb
 		if leader, err := pc.Leader(wctx); err == nil && leader == to {
 			return from, to, nil
 		}
-		if err := sleepCtx(wctx, 20*time.Millisecond); err != nil {
+		if err := Sleep(wctx, 20*time.Millisecond); err != nil {
 			return nil, nil, fmt.Errorf("pgtest: switchover from %s to %s: %s is not leader: %w\npatronictl said:\n%s",
 				from.name, to.name, to.name, err, tail(out, 2048))
 		}
@@ -125,7 +125,7 @@ func (pc *PatroniCluster) RestartMember(ctx context.Context, m *PatroniMember) e
 	}
 	old := m.postmasterPID()
 	for (old != 0 && pidAlive(old)) || len(pidsUnder(m.dir)) > 0 {
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 			return m.errorf("waiting for the old postmaster %d to be gone: %w", old, err)
 		}
 	}
@@ -142,7 +142,7 @@ func (pc *PatroniCluster) RestartMember(ctx context.Context, m *PatroniMember) e
 		if code, _, err := pc.apiGet(ctx, m, "/liveness"); err == nil && code == http.StatusOK {
 			return nil
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 			return m.errorf("waiting for Patroni's REST API: %w", err)
 		}
 	}

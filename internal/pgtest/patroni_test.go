@@ -37,7 +37,7 @@ func waitPatroniCount(t *testing.T, ctx context.Context, pc *PatroniCluster, tab
 			if err == nil && got == want {
 				break
 			}
-			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 				t.Fatalf("%s shows %d rows in %s, want %d: %v", m.Name(), got, table, want, err)
 			}
 		}

@@ -42,8 +42,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // builds pins the package version fetched for each major.
@@ -119,7 +120,7 @@ func (f fetcher) fetch(ctx context.Context, major int) (string, error) {
 	if err := mkdirAll(cache); err != nil {
 		return fail(err)
 	}
-	unlock, err := lock(filepath.Join(cache, ".lock"))
+	unlock, err := pgtest.LockFile(filepath.Join(cache, ".lock"))
 	if err != nil {
 		return fail(err)
 	}
@@ -188,19 +189,6 @@ func mkdirAll(dir string) error {
 		return err
 	}
 	return os.Chmod(dir, 0o755) // undo the umask
-}
-
-// lock takes an exclusive lock on path, waiting for another pgfetch.
-func lock(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { f.Close() }, nil
 }
 
 // pack runs `npm pack spec` in dir and returns the path of the tarball.
