@@ -220,7 +220,7 @@ func (c *call) pick() (*hostPool, error) {
 			c.traceDoneAcquire()
 			return nil, c.giveUp(c.noHostOr(ErrBudgetExhausted), err)
 		}
-		rs := c.p.routes.Load()
+		rs := c.p.state.Routes()
 		h, heldBack := c.picker.next(rs, c)
 		if h != nil {
 			c.host = h
@@ -246,7 +246,7 @@ func (c *call) traceDoneAcquire() {
 	if _, ok := c.p.cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer); !ok {
 		return
 	}
-	if h, _ := c.picker.next(c.p.routes.Load(), c); h != nil {
+	if h, _ := c.picker.next(c.p.state.Routes(), c); h != nil {
 		if conn, err := c.picker.poolOf(h).Acquire(c.ctx); err == nil {
 			conn.Release() // not expected: the context has ended
 		}
@@ -262,7 +262,7 @@ func (c *call) heldBack(h *hostPool) bool {
 // noHostOr returns ErrNoHost when every host is in the wrong role for the
 // call's picker, else kind.
 func (c *call) noHostOr(kind error) error {
-	if c.picker.noHost(c.p.routes.Load().health) {
+	if c.picker.noHost(c.p.state.Routes().Health) {
 		return ErrNoHost
 	}
 	return kind

@@ -61,7 +61,7 @@ type connectChain struct {
 	firstSocket atomic.Bool
 
 	current *hostPool // the host of the attempt under way, nil between attempts
-	since   uint64    // current's epoch when its last dial began (hostPool.epoch)
+	since   uint64    // current's epoch when its last dial began (hoststate.Owner.Epoch)
 	round   int       // the round of the entries the attempt uses, -1 until one is dialled
 	reached bool      // the attempt's dial worked
 	refused bool      // the attempt's server was in the wrong role
@@ -119,7 +119,7 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 	}
 	ch.addEntries(h, 0)
 	ch.firstSocket.Store(isSocket(ch.entries[0].variant))
-	hosts := p.routes.Load().table.list
+	hosts := p.state.Routes().Table.List
 	for round := 1; round <= p.cfg.MaxAttempts; round++ {
 		for _, k := range hosts {
 			if !isSocket(&pgconn.FallbackConfig{Host: k.dial.Host, Port: k.dial.Port}) {
@@ -234,7 +234,7 @@ func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net
 		return nil, &errPassedOver{addr: e.h.addr}
 	}
 	ch.round = e.round
-	ch.since = e.h.epoch()
+	ch.since = ch.p.state.Epoch(e.h.addr)
 	conn, err := ch.dial(ctx, network, addr)
 	if err == nil {
 		ch.reached = true

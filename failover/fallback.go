@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/topology"
 )
@@ -110,7 +111,7 @@ func (lf *localFirst) register(meter metric.Meter) (metric.Registration, error) 
 		if ok {
 			on = 1
 			var server metric.ObserveOption = metric.WithAttributes(dbSystem, attribute.String("server.address", addr))
-			if h := lf.p.routes.Load().table.byAddr[addr]; h != nil {
+			if h := lf.p.state.Routes().Table.ByAddr[addr]; h != nil {
 				server = h.server.observe()
 			}
 			o.ObserveInt64(host, 1, server)
@@ -177,11 +178,11 @@ func (lf *localFirst) runRound() {
 func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.Plan) string {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	table := lf.p.routes.Load().table
+	table := lf.p.state.Routes().Table
 	results := make(chan string, len(wave))
 	var wg sync.WaitGroup
 	for _, m := range wave {
-		h := table.byAddr[m.Addr()]
+		h := table.ByAddr[m.Addr()]
 		if h == nil {
 			results <- ""
 			continue
@@ -214,7 +215,7 @@ func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.
 func (lf *localFirst) won(addr string) {
 	lf.fb.Won(addr, lf.p.clock.Now())
 	lf.p.logInfo("pgfailover: local server down; calls go to a fallback host", slog.String("local", lf.local), slog.String("host", addr))
-	h := lf.p.routes.Load().table.byAddr[addr]
+	h := lf.p.state.Routes().Table.ByAddr[addr]
 	if h == nil {
 		return
 	}
@@ -261,7 +262,7 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 		}
 	}
 	cfg.DialFunc = h.socks.DialFunc(cfg.DialFunc, false)
-	since := h.epoch()
+	since := p.state.Epoch(h.addr)
 	conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 	if err != nil {
 		return err
@@ -271,7 +272,7 @@ func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duratio
 	if err != nil {
 		return err
 	}
-	if !p.roleSeen(h, role, since) {
+	if p.observe(h, hoststate.Observation{Kind: hoststate.Answered, Role: role, Since: since}).Dropped {
 		return errFailedWhileConnecting
 	}
 	if !p.cfg.Target.Accepts(role) {

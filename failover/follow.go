@@ -145,8 +145,8 @@ func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	pc := conn.PgConn()
 	st := stateOf(pc)
 	h := st.host
-	rs := p.routes.Load()
-	return h != nil && rs.holds(h) && p.usableState(h, pc, st) && rs.usable(h.addr, p.cfg.Target)
+	rs := p.state.Routes()
+	return h != nil && rs.Holds(h.addr, h) && p.usableState(h, pc, st) && rs.Usable(h.addr, p.cfg.Target)
 }
 
 // connected records that the pool has a connection to addr.
@@ -179,7 +179,7 @@ func (f *follower) demoted(addr string) {
 // fail over.
 func (p *Pool) AcquireAllIdle(ctx context.Context) []*pgxpool.Conn {
 	var conns []*pgxpool.Conn
-	for _, h := range p.routes.Load().table.list {
+	for _, h := range p.state.Routes().Table.List {
 		conns = append(conns, h.pool.AcquireAllIdle(ctx)...)
 	}
 	return conns

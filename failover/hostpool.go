@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/internal/probe"
 )
@@ -71,11 +72,6 @@ type hostPool struct {
 	probes    atomic.Int64       // probes sent, for Stat
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
 	server    serverAttrs        // the host's attributes on metric points
-	// failures counts the failover events the Pool recorded on the host
-	// (observeFailure): it is the host's epoch. An observation of the host
-	// (a probe's answer, a login, a role) that began before the latest
-	// failure is older news than it and is dropped (stale).
-	failures atomic.Uint64
 	// opening says that connections to the host, a standby, are being
 	// opened ahead of its promotion; readied is how many were opened for
 	// the calls waiting now, and prepared the version of the waiting
@@ -136,7 +132,7 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 		// cc is this connection's own copy: its sockets, and its cancel
 		// requests, are counted as the host's.
 		cc.DialFunc = p.noteRefusedDial(hp, hp.socks.DialFunc(cc.DialFunc, true))
-		opened, since := p.connecting(hp, purpose), hp.epoch()
+		opened, since := p.connecting(hp, purpose), p.state.Epoch(hp.addr)
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 			if err := p.checkRole(ctx, hp, conn, target, since); err != nil {
 				return err
@@ -181,7 +177,7 @@ func (h *hostPool) close() {
 // connection opened ahead of a promotion (openingStandby) is kept, and
 // its role not recorded.
 func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, target hosthealth.Target, since uint64) error {
-	if h.stale(since) {
+	if p.state.Stale(h.addr, since) {
 		// The host failed while this login was under way: the failure is
 		// the newer news (a server shutting down ends its sessions over
 		// several milliseconds, and a statement sent on this one could
@@ -200,7 +196,7 @@ func (p *Pool) checkRole(ctx context.Context, h *hostPool, conn *pgconn.PgConn, 
 	if err != nil {
 		return err
 	}
-	if !p.roleSeen(h, role, since) {
+	if p.observe(h, hoststate.Observation{Kind: hoststate.Answered, Role: role, Since: since}).Dropped {
 		return errFailedWhileConnecting
 	}
 	if !target.Accepts(role) {
@@ -255,7 +251,7 @@ var errFailedWhileConnecting = fmt.Errorf("%w: it failed while this connection w
 // canTake reports whether host h can take calls for target now: it is
 // Healthy or Unknown in the current routing state.
 func (p *Pool) canTake(h *hostPool, target hosthealth.Target) bool {
-	return p.routes.Load().usable(h.addr, target)
+	return p.state.Routes().Usable(h.addr, target)
 }
 
 // usable reports whether an idle connection of host h may be handed out.
@@ -305,7 +301,7 @@ func (p *Pool) usableState(h *hostPool, pc *pgconn.PgConn, st *connState) bool {
 	if role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
 		// The server's role changed while this connection was open.
 		p.telemetry.closed(h, closedWrongRole, 1)
-		p.roleSeen(h, role, h.epoch())
+		p.observe(h, hoststate.Observation{Kind: hoststate.Answered, Role: role, Since: p.state.Epoch(h.addr)})
 		return false
 	}
 	return true
@@ -344,34 +340,6 @@ func (st *connState) quiet() bool {
 	return true
 }
 
-// roleSeen records the role the server at h reported. When the target
-// does not accept it and the host was not already known in that role, h
-// loses its pooled connections, so that no caller keeps writing to a
-// demoted primary. Doing so only on the change keeps pool_min_conns from
-// reconnecting to a replica over and over.
-//
-// since is the host's epoch when the observation began; roleSeen drops an
-// observation older than the host's latest failure and reports whether it
-// recorded the role.
-func (p *Pool) roleSeen(h *hostPool, role hosthealth.Role, since uint64) bool {
-	if h.stale(since) {
-		return false
-	}
-	s := p.tracker.Snapshot()
-	was := hosthealth.RoleUnknown
-	if i, ok := s.Lookup(h.addr); ok {
-		was = s.Host(i).Role
-	}
-	p.tracker.ObserveConnect(h.addr, role)
-	p.reroute()
-	if role != was && !p.cfg.Target.Accepts(role) {
-		p.telemetry.closed(h, closedDemoted, int(h.pool.Stat().TotalConns()))
-		h.pool.Reset()
-		p.follower().demoted(h.addr)
-	}
-	return true
-}
-
 // noteRefusedDial wraps dial so that a host that refuses or resets the
 // connection is known to be down before pgxpool hands the connection's
 // slot to the next caller waiting in its Acquire: told only once the error
@@ -382,8 +350,7 @@ func (p *Pool) noteRefusedDial(hp *hostPool, dial pgconn.DialFunc) pgconn.DialFu
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil && ctx.Err() == nil && hosthealth.Classify(err) == hosthealth.Transport {
-			p.observeFailure(hp, hosthealth.Transport)
-			p.reroute()
+			p.observe(hp, hoststate.Observation{Kind: hoststate.Failed, Class: hosthealth.Transport})
 		}
 		return c, err
 	}
@@ -394,33 +361,14 @@ func (p *Pool) noteRefusedDial(hp *hostPool, dial pgconn.DialFunc) pgconn.DialFu
 // closes its pooled connections. A role stated by the server when
 // connecting was recorded then.
 func (p *Pool) markFailed(h *hostPool, class hosthealth.Class, err error) {
-	if class == hosthealth.Topology {
-		if _, ok := errors.AsType[*hosthealth.RoleError](err); ok {
-			return
-		}
-		p.roleSeen(h, hosthealth.RoleReplica, h.epoch())
-		p.refreshTopology()
+	if _, ok := errors.AsType[*hosthealth.RoleError](err); ok && class == hosthealth.Topology {
 		return
 	}
-	p.observeFailure(h, class)
-	p.reroute()
-	p.steer.failed(h.addr, err)
+	p.observe(h, hoststate.Observation{Kind: hoststate.Failed, Class: class})
+	if class != hosthealth.Topology {
+		p.steer.failed(h.addr, err)
+	}
 	p.refreshTopology()
-}
-
-// epoch returns host h's epoch: the failover events recorded on it so far.
-// An observation of the host takes it when it begins.
-func (h *hostPool) epoch() uint64 { return h.failures.Load() }
-
-// stale reports whether an observation of h that began at epoch since is
-// older than h's latest failure.
-func (h *hostPool) stale(since uint64) bool { return h.failures.Load() != since }
-
-// observeFailure records a failover event of class on host h in the
-// tracker, and starts a new epoch of the host.
-func (p *Pool) observeFailure(h *hostPool, class hosthealth.Class) {
-	h.failures.Add(1)
-	p.tracker.ObserveFailure(h.addr, class)
 }
 
 // serverRole reads the role of the server at the other end of conn: from

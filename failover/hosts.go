@@ -8,19 +8,6 @@ import (
 	"github.com/pgfailover/pgfailover/topology"
 )
 
-// hostTable is the set of hosts the Pool uses, by address, and in order:
-// the connection string's hosts first, then those only a topology source
-// named. It is an input of the routing state (routes.go), published with
-// it, and never modified once published.
-type hostTable struct {
-	byAddr  map[string]*hostPool
-	list    []*hostPool
-	noReads map[string]bool // hosts the topology source asks to keep read traffic off
-	// readLast holds hosts the Reader uses only when no other replica
-	// qualifies (topology.Member.ReadLast).
-	readLast map[string]bool
-}
-
 // setHosts makes the host set the connection string's hosts merged with
 // the topology source's last report. A host that stays keeps its pool and
 // its state; a new host gets a pool (and a probe loop, once the Pool
@@ -38,13 +25,12 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		p.sourced = sourced
 	}
 	wanted, configs := p.wantedHosts()
-	claimedBefore := p.tracker.Snapshot()
-
-	old := p.routes.Load().table
-	next := &hostTable{byAddr: make(map[string]*hostPool, len(wanted))}
+	before := p.state.Routes()
+	old := before.Table
+	next := &hostTable{ByAddr: make(map[string]*hostPool, len(wanted))}
 	var errs []error
 	for i, w := range wanted {
-		h := old.byAddr[w.Addr]
+		h := old.ByAddr[w.Addr]
 		if h == nil {
 			var err error
 			if h, err = p.newHostPool(configs[i]); err != nil {
@@ -56,27 +42,21 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 				p.startProbe(h)
 			}
 		}
-		next.byAddr[w.Addr] = h
-		next.list = append(next.list, h)
+		next.ByAddr[w.Addr] = h
+		next.List = append(next.List, h)
 	}
-	next.noReads, next.readLast = map[string]bool{}, map[string]bool{}
+	next.NoReads, next.ReadLast = map[string]bool{}, map[string]bool{}
 	for _, m := range p.sourced {
-		next.noReads[m.Addr()] = m.NoLoadBalance
-		next.readLast[m.Addr()] = m.ReadLast
+		next.NoReads[m.Addr()] = m.NoLoadBalance
+		next.ReadLast[m.Addr()] = m.ReadLast
 	}
-	// The new table and the tracker's new set are published together;
-	// only then the removed hosts go.
-	var gone []*hostPool
-	var goneAddrs []string
-	for _, h := range old.list {
-		if next.byAddr[h.addr] == nil {
-			gone = append(gone, h)
-			goneAddrs = append(goneAddrs, h.addr)
+	// The new table and the new host set are published together; only
+	// then the removed hosts go.
+	p.report(p.state.SetTable(next, wanted))
+	for _, h := range old.List {
+		if next.ByAddr[h.addr] == nil {
+			p.retire(h)
 		}
-	}
-	p.setTable(next, wanted, goneAddrs)
-	for _, h := range gone {
-		p.retire(h)
 	}
 	// A member newly named the primary is probed at once: a promotion may
 	// be under way there.
@@ -84,7 +64,7 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		if w.Claimed != hosthealth.RolePrimary {
 			continue
 		}
-		if i, ok := claimedBefore.Lookup(w.Addr); !ok || claimedBefore.Host(i).Claimed != hosthealth.RolePrimary {
+		if st, ok := before.Status(w.Addr); !ok || st.Claimed != hosthealth.RolePrimary {
 			p.hintPrimary(w.Addr)
 		}
 	}
@@ -142,7 +122,7 @@ func (p *Pool) startProbing() {
 	p.topoMu.Lock()
 	defer p.topoMu.Unlock()
 	p.probing = true
-	for _, h := range p.routes.Load().table.list {
+	for _, h := range p.state.Routes().Table.List {
 		p.startProbe(h)
 	}
 }

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"log/slog"
 	"time"
 )
@@ -53,29 +54,29 @@ func (p *Pool) warn(key, msg string, attrs ...slog.Attr) {
 
 // logHostChange logs one host's change of state or role, or its arrival
 // or departure.
-func (p *Pool) logHostChange(ch hostChange) {
+func (p *Pool) logHostChange(ch hoststate.Change) {
 	switch {
 	case p.cfg.Logger == nil:
-	case ch.added:
-		p.logInfo("pgfailover: host added", slog.String("host", ch.after.Addr), slog.String("role", ch.after.Claimed.String()))
-	case ch.removed:
-		p.logInfo("pgfailover: host removed", slog.String("host", ch.before.Addr))
+	case ch.Added:
+		p.logInfo("pgfailover: host added", slog.String("host", ch.After.Addr), slog.String("role", ch.After.Claimed.String()))
+	case ch.Removed:
+		p.logInfo("pgfailover: host removed", slog.String("host", ch.Before.Addr))
 	default:
 		p.logInfo("pgfailover: host changed",
-			slog.String("host", ch.after.Addr),
-			slog.String("state", ch.after.State.String()),
-			slog.String("was", ch.before.State.String()),
-			slog.String("role", ch.after.Role.String()),
-			slog.String("role_was", ch.before.Role.String()),
+			slog.String("host", ch.After.Addr),
+			slog.String("state", ch.After.State.String()),
+			slog.String("was", ch.Before.State.String()),
+			slog.String("role", ch.After.Role.String()),
+			slog.String("role_was", ch.Before.Role.String()),
 		)
 	}
 }
 
 // logOutageEnded logs the end of a time without a usable host.
-func (p *Pool) logOutageEnded(o *outage, d time.Duration) {
-	attrs := []slog.Attr{slog.String("failed", o.host.addr), slog.Duration("duration", d)}
-	if rs := p.routes.Load(); len(rs.ranked[p.cfg.Target]) > 0 {
-		attrs = append(attrs, slog.String("host", rs.ranked[p.cfg.Target][0].addr))
+func (p *Pool) logOutageEnded(o *hoststate.Outage[hostPool], d time.Duration) {
+	attrs := []slog.Attr{slog.String("failed", o.Host.addr), slog.Duration("duration", d)}
+	if rs := p.state.Routes(); len(rs.Ranked[p.cfg.Target]) > 0 {
+		attrs = append(attrs, slog.String("host", rs.Ranked[p.cfg.Target][0].addr))
 	}
 	p.logInfo("pgfailover: failover ended", attrs...)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/lograte"
-	"github.com/pgfailover/pgfailover/replica"
 )
 
 // TestFailoverDurationAndHostChanges: the Pool's routing state, rebuilt
@@ -33,27 +32,20 @@ func TestFailoverDurationAndHostChanges(t *testing.T) {
 		clock:     fake,
 		telemetry: tel,
 		warnings:  lograte.New(warnEvery, fake),
-		tracker:   hosthealth.NewTracker(nil, hosthealth.Options{Now: fake.Now}),
-		lag:       replica.NewBook(historySize, sampleSpacing),
 	}
-	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
+	newMemState(p)
 	hosts := []hosthealth.Host{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5432"}}
-	table := &hostTable{byAddr: map[string]*hostPool{}}
-	for i, h := range hosts {
-		hp := &hostPool{addr: h.Addr, server: newServerAttrs(Host{Host: "10.0.0." + string(rune('1'+i)), Port: 5432})}
-		table.byAddr[h.Addr] = hp
-		table.list = append(table.list, hp)
-	}
-	p.setTable(table, hosts, nil)
-	observe := func(f func()) { f(); p.reroute() }
-	observe(func() { p.tracker.ObserveConnect(hosts[0].Addr, hosthealth.RolePrimary) })
-	observe(func() { p.tracker.ObserveConnect(hosts[1].Addr, hosthealth.RoleReplica) })
+	setMemHosts(p, hosts, func(i int, addr string) *hostPool {
+		return &hostPool{addr: addr, server: newServerAttrs(Host{Host: "10.0.0." + string(rune('1'+i)), Port: 5432})}
+	})
+	memAnswer(p, hosts[0].Addr, hosthealth.RolePrimary)
+	memAnswer(p, hosts[1].Addr, hosthealth.RoleReplica)
 
 	fake.Advance(time.Second)
-	observe(func() { p.tracker.ObserveFailure(hosts[0].Addr, hosthealth.Transport) })
-	observe(func() { p.tracker.ObserveFailure(hosts[0].Addr, hosthealth.Transport) }) // the same news again
+	memFail(p, hosts[0].Addr, hosthealth.Transport)
+	memFail(p, hosts[0].Addr, hosthealth.Transport) // the same news again
 	fake.Advance(1500 * time.Millisecond)
-	observe(func() { p.tracker.ObserveConnect(hosts[1].Addr, hosthealth.RolePrimary) })
+	memAnswer(p, hosts[1].Addr, hosthealth.RolePrimary)
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {

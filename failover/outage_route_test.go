@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -22,11 +23,9 @@ func outagePool(t *testing.T, policy replica.Policy) (*Pool, *clock.Fake) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	hosts := []hosthealth.Host{{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"}}
 	p := &Pool{
-		cfg:     &Config{Target: hosthealth.TargetPrimary},
-		clock:   clk,
-		tracker: hosthealth.NewTracker(nil, hosthealth.Options{Now: clk.Now}),
-		lag:     replica.NewBook(historySize, sampleSpacing),
-		steer:   noSteer{},
+		cfg:   &Config{Target: hosthealth.TargetPrimary},
+		clock: clk,
+		steer: noSteer{},
 	}
 	tel, err := newTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider())
 	if err != nil {
@@ -34,36 +33,28 @@ func outagePool(t *testing.T, policy replica.Policy) (*Pool, *clock.Fake) {
 	}
 	p.telemetry = tel
 	p.reader = &Reader{p: p, wait: 20 * time.Millisecond, router: replica.Router{Policy: policy}}
-	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
-	table := &hostTable{byAddr: map[string]*hostPool{}}
-	for _, h := range hosts {
-		hp := &hostPool{addr: h.Addr}
-		table.byAddr[h.Addr] = hp
-		table.list = append(table.list, hp)
-	}
-	p.setTable(table, hosts, nil)
-	p.tracker.ObserveConnect("p:5432", hosthealth.RolePrimary)
-	p.tracker.ObserveConnect("r1:5432", hosthealth.RoleReplica)
-	p.tracker.ObserveConnect("r2:5432", hosthealth.RoleReplica)
-	p.reroute()
+	newMemState(p)
+	setMemHosts(p, hosts, nil)
+	memAnswer(p, "p:5432", hosthealth.RolePrimary)
+	memAnswer(p, "r1:5432", hosthealth.RoleReplica)
+	memAnswer(p, "r2:5432", hosthealth.RoleReplica)
 	return p, clk
 }
 
 // failPrimary records that the primary could not be reached.
 func failPrimary(p *Pool) {
-	p.observeFailure(p.routes.Load().table.byAddr["p:5432"], hosthealth.Transport)
-	p.reroute()
+	memFail(p, "p:5432", hosthealth.Transport)
 }
 
 // probeReplica records a probe of a replica asked now.
 func probeReplica(p *Pool, clk *clock.Fake, addr string, replayed, received replica.LSN, receiving bool) {
-	p.probedLag(addr, probeResult{Result: probe.Result{Role: hosthealth.RoleReplica, WAL: replayed, Received: received, Receiving: receiving, Asked: clk.Now()}})
+	memProbe(p, addr, probe.Result{Role: hosthealth.RoleReplica, WAL: replayed, Received: received, Receiving: receiving, Asked: clk.Now()})
 }
 
 // pick routes a read with the given position (pinned: by the Pool's last
 // write) as the Reader would, and returns where it goes.
 func pick(p *Pool, c *call) (addr string) {
-	h, _ := p.reader.next(p.routes.Load(), c)
+	h, _ := p.reader.next(p.state.Routes(), c)
 	if h == nil {
 		return ""
 	}
@@ -75,29 +66,28 @@ func pick(p *Pool, c *call) (addr string) {
 // the Reader's waiters even when its positions stay the same.
 func TestOutageInRoutes(t *testing.T) {
 	p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
-	p.probedLag("p:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true}})
+	memProbe(p, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
 	probeReplica(p, clk, "r1:5432", 1000, 1000, true)
-	if p.routes.Load().outage != nil {
+	if p.state.Routes().Outage != nil {
 		t.Fatal("an outage in the routes while the primary is usable")
 	}
 	failPrimary(p)
-	rs := p.routes.Load()
-	if rs.outage == nil || !rs.outage.Sync() {
-		t.Fatalf("no outage, or not synchronous, once the primary failed: %+v", rs.outage)
+	rs := p.state.Routes()
+	if rs.Outage == nil || !rs.Outage.Sync() {
+		t.Fatalf("no outage, or not synchronous, once the primary failed: %+v", rs.Outage)
 	}
 	clk.Advance(time.Second)
 	probeReplica(p, clk, "r1:5432", 1000, 1000, false)
 	select {
-	case <-rs.changed:
+	case <-rs.Changed:
 	default:
 		t.Fatal("a replica's probe during the outage woke no Reader waiter")
 	}
-	if rs.moved != p.routes.Load().moved {
+	if rs.Moved != p.state.Routes().Moved {
 		t.Fatal("a replica's probe during the outage woke the Pool's waiters")
 	}
-	p.tracker.ObserveConnect("r2:5432", hosthealth.RolePrimary)
-	p.reroute()
-	if p.routes.Load().outage != nil {
+	memAnswer(p, "r2:5432", hosthealth.RolePrimary)
+	if p.state.Routes().Outage != nil {
 		t.Fatal("the outage stays in the routes once a host is usable as the primary")
 	}
 }
@@ -106,7 +96,7 @@ func TestOutageInRoutes(t *testing.T) {
 // crash: where each goes, why, and whether the replica is checked first.
 func TestRouteInOutage(t *testing.T) {
 	p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
-	p.probedLag("p:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true}})
+	memProbe(p, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
 	probeReplica(p, clk, "r1:5432", 1000, 1000, true)
 	probeReplica(p, clk, "r2:5432", 900, 1000, true)
 	clk.Advance(10 * time.Millisecond)
@@ -131,7 +121,7 @@ func TestRouteInOutage(t *testing.T) {
 		t.Fatalf("first pick: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.verify, c.reason, c.ev.outage)
 	}
 	c.ev.looked = append(c.ev.looked, "r1:5432") // as look does
-	p.looked("r1:5432", replica.Report{At: clk.Now(), Replayed: 1200, Received: 1200})
+	memObserve(p, "r1:5432", hoststate.Observation{Kind: hoststate.Looked, Report: replica.Report{At: clk.Now(), Replayed: 1200, Received: 1200}})
 	if got := pick(p, c); got != "r2:5432" || !c.verify || c.ev.outage != 0 {
 		t.Fatalf("second pick: %q, verify %v, outage %v; want a look at r2", got, c.verify, c.ev.outage)
 	}
@@ -164,7 +154,7 @@ func TestRouteInOutage(t *testing.T) {
 
 	// r1 replays it after all (seen by another read's check, say): the
 	// read takes r1 unchecked, and so do new reads.
-	p.raiseLag("r1:5432", 1250)
+	memObserve(p, "r1:5432", hoststate.Observation{Kind: hoststate.Replayed, LSN: 1250})
 	if got := pick(p, c); got != "r1:5432" || c.verify || c.reason != replica.OutageSync {
 		t.Fatalf("r1 short, then known to have replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.verify, c.reason)
 	}
@@ -179,13 +169,12 @@ func TestRouteInOutage(t *testing.T) {
 	// replicas must be looked at again.
 	clk.Advance(time.Millisecond)
 	p.noteWrite()
-	if got := pick(p, pinned()); got == "" || !p.routes.Load().outage.Stale(got, p.lastWriteTime()) {
+	if got := pick(p, pinned()); got == "" || !p.state.Routes().Outage.Stale(got, p.lastWriteTime()) {
 		t.Fatalf("after a later write: %q, want a look at a replica", got)
 	}
 
 	// A new primary: the rule stops, and the pinned read goes there.
-	p.tracker.ObserveConnect("r2:5432", hosthealth.RolePrimary)
-	p.reroute()
+	memAnswer(p, "r2:5432", hosthealth.RolePrimary)
 	if got := pick(p, pinned()); got != "r2:5432" {
 		t.Fatalf("with a new primary: %q, want it", got)
 	}
@@ -197,7 +186,7 @@ func TestRouteInOutage(t *testing.T) {
 func TestRouteInOutageAsynchronous(t *testing.T) {
 	for _, policy := range []replica.OutageReads{replica.OutageReplica, replica.OutageWait} {
 		p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second, OutageReads: policy})
-		p.probedLag("p:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now()}})
+		memProbe(p, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now()})
 		p.noteWrite()
 		failPrimary(p)
 		clk.Advance(time.Millisecond)
@@ -224,7 +213,7 @@ func TestRouteInOutageAsynchronous(t *testing.T) {
 // applied to it: a replica looked at before that is looked at again.
 func TestRouteInOutageCausalToken(t *testing.T) {
 	p, clk := outagePool(t, replica.Policy{})
-	p.probedLag("p:5432", probeResult{Result: probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true}})
+	memProbe(p, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
 	failPrimary(p)
 	clk.Advance(time.Millisecond)
 	probeReplica(p, clk, "r1:5432", 1100, 1100, false)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
-	"github.com/pgfailover/pgfailover/replica"
 )
 
 // pickPool builds, in memory and without servers, a Pool with n hosts as
@@ -17,31 +16,23 @@ import (
 // configured.
 func pickPool(b *testing.B, n int, target hosthealth.Target) *Pool {
 	hosts := make([]hosthealth.Host, n)
-	table := &hostTable{byAddr: make(map[string]*hostPool, n)}
 	for i := range hosts {
-		addr := fmt.Sprintf("db-%d.pg.example.internal:5432", i)
-		hosts[i] = hosthealth.Host{Addr: addr}
-		h := &hostPool{addr: addr}
-		table.byAddr[addr] = h
-		table.list = append(table.list, h)
+		hosts[i] = hosthealth.Host{Addr: fmt.Sprintf("db-%d.pg.example.internal:5432", i)}
 	}
 	p := &Pool{
-		cfg:     &Config{Target: target},
-		picker:  picker{target: target},
-		clock:   clock.Real(),
-		tracker: hosthealth.NewTracker(nil, hosthealth.Options{}),
-		lag:     replica.NewBook(historySize, sampleSpacing),
-		steer:   noSteer{},
+		cfg:    &Config{Target: target},
+		picker: picker{target: target},
+		clock:  clock.Real(),
+		steer:  noSteer{},
 	}
-	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
-	p.setTable(table, hosts, nil)
+	newMemState(p)
+	setMemHosts(p, hosts, nil)
 	for i, h := range hosts {
 		role := hosthealth.RoleReplica
 		if i == n-1 {
 			role = hosthealth.RolePrimary
 		}
-		p.tracker.ObserveConnect(h.Addr, role)
-		p.reroute()
+		memAnswer(p, h.Addr, role)
 	}
 	return p
 }
@@ -58,9 +49,9 @@ func BenchmarkPick(b *testing.B) {
 	for _, target := range []hosthealth.Target{hosthealth.TargetPrimary, hosthealth.TargetPreferReplica} {
 		for _, n := range []int{3, 16, 64} {
 			p := pickPool(b, n, target)
-			want := p.routes.Load().table.list[n-1]
+			want := p.state.Routes().Table.List[n-1]
 			if target == hosthealth.TargetPreferReplica {
-				want = p.routes.Load().table.list[0]
+				want = p.state.Routes().Table.List[0]
 			}
 			name := fmt.Sprintf("target=%s/hosts=%d", target, n)
 			b.Run(name+"/serial", func(b *testing.B) {
@@ -98,7 +89,7 @@ func BenchmarkPickHeldBack(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{3, 16, 64} {
 		p := pickPool(b, n, hosthealth.TargetPreferReplica)
-		list := p.routes.Load().table.list
+		list := p.state.Routes().Table.List
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			failed := []string{list[0].addr}

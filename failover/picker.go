@@ -35,9 +35,9 @@ func (pk picker) poolOf(h *hostPool) *pgxpool.Pool {
 // Reader's the replicas' freshness too.
 func (pk picker) changed(rs *routes) <-chan struct{} {
 	if pk.reads == nil {
-		return rs.moved
+		return rs.Moved
 	}
-	return rs.changed
+	return rs.Changed
 }
 
 // next returns the best host in rs that can take the call now and is not
@@ -52,7 +52,7 @@ func (pk picker) next(rs *routes, c *call) (h *hostPool, heldBack bool) {
 			return h, false
 		}
 	}
-	for _, h := range rs.ranked[pk.target] {
+	for _, h := range rs.Ranked[pk.target] {
 		if c.heldBack(h) {
 			heldBack = true
 			continue
@@ -69,8 +69,8 @@ func (pk picker) steered(rs *routes, c *call) *hostPool {
 	if addr == "" {
 		return nil
 	}
-	h := rs.table.byAddr[addr]
-	if h == nil || c.heldBack(h) || !rs.usable(addr, pk.target) {
+	h := rs.Table.ByAddr[addr]
+	if h == nil || c.heldBack(h) || !rs.Usable(addr, pk.target) {
 		return nil
 	}
 	return h

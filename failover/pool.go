@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/lograte"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/patroni"
@@ -36,21 +36,15 @@ import (
 type Pool struct {
 	cfg       *Config
 	clock     clock.Clock
-	picker    picker              // the hosts for the Pool's target
-	tracker   *hosthealth.Tracker // each host's health; every change to it is followed by reroute, or made in setTable (routes.go)
+	picker    picker // the hosts for the Pool's target
 	reader    *Reader
 	steer     steerer // the local-first fallback (fallback_local), or noSteer
 	telemetry *telemetry
 
-	// routes is the routing state (routes.go): the host table, each
-	// host's health and freshness, the rankings. It is replaced, never
-	// modified, by the writers; callers read it lock-free.
-	routes atomic.Pointer[routes]
-	// routeMu serializes the rebuilds of routes and guards lag. No I/O
-	// while held; setHosts takes it with topoMu held, never the other way.
-	routeMu sync.Mutex
-	lag     *replica.Book // the replicas' freshness, from the probes and the Reader's checks
-	outage  *outage       // while the Pool's target has no usable host; guarded by routeMu
+	// state owns what the Pool knows of its hosts and publishes the
+	// routing value the picks read (routes.go). Every observation of a
+	// host goes to it through observe; setHosts gives it the host table.
+	state *hoststate.Owner[hostPool]
 	// warnings limits repeated warnings (logs.go).
 	warnings *lograte.Limiter
 	// topoMu serializes changes to the host set and guards sourced and
@@ -156,19 +150,17 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		p.clock = clock.Real()
 	}
 	p.warnings = lograte.New(warnEvery, p.clock)
-	p.tracker = hosthealth.NewTracker(nil, hosthealth.Options{Zone: cfg.Zone, Now: p.clock.Now})
-	p.lag = replica.NewBook(historySize, sampleSpacing)
+	p.state = hoststate.New[hostPool](hoststate.Options{Target: cfg.Target, Zone: cfg.Zone, Now: p.clock.Now})
 	p.reader = &Reader{p: p, wait: cfg.Replica.Wait, router: replica.Router{Policy: replica.Policy{
 		MaxLag:        cfg.Replica.MaxLag,
 		PinAfterWrite: cfg.Replica.PinAfterWrite,
 		OutageReads:   cfg.Replica.OutageReads,
 	}}}
-	p.routes.Store(firstRoutes(p.tracker.Snapshot()))
 	wake := make(chan struct{})
 	p.wake.Store(&wake)
 	p.life, p.stop = context.WithCancel(context.Background())
 
-	if err := p.setHosts(nil); err != nil && len(p.routes.Load().table.list) == 0 {
+	if err := p.setHosts(nil); err != nil && len(p.state.Routes().Table.List) == 0 {
 		p.Close()
 		return nil, err
 	}
@@ -248,7 +240,7 @@ func (p *Pool) Close() {
 		f, rf := p.follow.Load(), p.reader.follow.Load()
 		p.followMu.Unlock()
 		p.topoMu.Lock() // no host is added once closed is set and this is held
-		hosts := p.routes.Load().table.list
+		hosts := p.state.Routes().Table.List
 		p.topoMu.Unlock()
 		for _, h := range hosts {
 			h.socks.KillIfDown()
@@ -290,7 +282,7 @@ func (p *Pool) Close() {
 // ones at once, those in use when they are released. The probes' own
 // connections stay.
 func (p *Pool) Reset() {
-	for _, h := range p.routes.Load().table.list {
+	for _, h := range p.state.Routes().Table.List {
 		h.pool.Reset()
 		h.reads.Reset()
 	}

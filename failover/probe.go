@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // probeResult is what one probe of a host found, with the host's epoch
-// when the probe began (hostPool.epoch).
+// when the probe began (hoststate.Owner.Epoch).
 type probeResult struct {
 	probe.Result
 	since uint64
@@ -44,7 +46,7 @@ func (p *Pool) probeTimeout() time.Duration {
 // probe ends, however loaded the server or the client: a slow login is
 // not a host that is gone.
 func (p *Pool) probeAll(ctx context.Context) error {
-	hosts := p.routes.Load().table.list
+	hosts := p.state.Routes().Table.List
 	if len(hosts) == 0 {
 		return &FailoverError{Kind: ErrNoHost}
 	}
@@ -141,60 +143,47 @@ const firstProbeLead = 500 * time.Millisecond
 // as the probe began, so that an answer that arrives after a newer failure
 // is not taken for news (probed).
 func (p *Pool) probeOnce(ctx context.Context, h *hostPool, watch probe.Watch) probeResult {
-	since := h.epoch()
+	since := p.state.Epoch(h.addr)
 	return probeResult{Result: h.probe.Run(ctx, p.clock.Now, p.probeTimeout(), p.cfg.HealthProbeTimeout, watch), since: since}
 }
 
 // probed records a probe's outcome on host h. An answer to a probe that
 // began before the host's latest failure says nothing of the host now (a
-// server shutting down can answer a question it was already asked): it is
-// dropped, and the next probe asks again.
+// server shutting down can answer a question it was already asked): host
+// state drops it, and the next probe asks again.
 func (p *Pool) probed(h *hostPool, r probeResult) {
 	p.telemetry.probed(h, r.Err)
-	if r.Err == nil && h.stale(r.since) {
+	if r.Err == nil && r.Role == hosthealth.RolePrimary && p.reader != nil { // nil only in tests of the routing alone
+		p.reader.sampler.Observe(h.addr, replica.Sample{LSN: r.WAL, At: r.Asked})
+	}
+	res := p.observe(h, hoststate.Observation{Kind: hoststate.Probed, Probe: r.Result, Since: r.since})
+	if res.Dropped {
 		return
 	}
-	before, _ := p.status(h.addr)
-	if r.Err != nil {
-		if class := hosthealth.Classify(r.Err); class != hosthealth.NotFailover {
-			p.observeFailure(h, class)
-		}
-		if hosthealth.Unanswered(r.Err) {
-			// Nothing in flight there will be answered either.
-			h.socks.Kill()
-			if before.State <= hosthealth.Unknown {
-				// The pools let go of the connections just cut, so that
-				// none is counted again when it is next acquired.
-				p.telemetry.closed(h, closedSilentHost, h.openConns())
-				h.pool.Reset()
-				h.reads.Reset()
-			}
-		}
-		if hosthealth.Classify(r.Err) != hosthealth.NotFailover {
-			p.steer.failed(h.addr, r.Err)
-		}
-	} else {
+	if r.Err == nil {
 		h.socks.Up()
-		p.roleSeen(h, r.Role, r.since)
-		p.tracker.ObserveZone(h.addr, r.Zone)
+		return
 	}
-	p.probedLag(h.addr, r) // rebuilds the routes with the tracker's news too
-	after, _ := p.status(h.addr)
-	if r.Err != nil && after.State != before.State {
+	if hosthealth.Unanswered(r.Err) {
+		// Nothing in flight there will be answered either.
+		h.socks.Kill()
+		if res.Before.State <= hosthealth.Unknown {
+			// The pools let go of the connections just cut, so that
+			// none is counted again when it is next acquired.
+			p.telemetry.closed(h, closedSilentHost, h.openConns())
+			h.pool.Reset()
+			h.reads.Reset()
+		}
+	}
+	if hosthealth.Classify(r.Err) != hosthealth.NotFailover {
+		p.steer.failed(h.addr, r.Err)
+	}
+	if res.After.State != res.Before.State {
 		p.warnHost(h.addr, "pgfailover: probe failed", slog.String("error", r.Err.Error()))
+		if res.After.State > hosthealth.Unknown {
+			p.refreshTopology() // a host went down: the cluster may have moved
+		}
 	}
-	if after.State != before.State && after.State > hosthealth.Unknown {
-		p.refreshTopology() // a host went down: the cluster may have moved
-	}
-}
-
-// status returns what the tracker knows about the host at addr.
-func (p *Pool) status(addr string) (hosthealth.HostStatus, bool) {
-	s := p.tracker.Snapshot()
-	if i, ok := s.Lookup(addr); ok {
-		return s.Host(i), true
-	}
-	return hosthealth.HostStatus{}, false
 }
 
 // startProbe starts h's probe loop, on the schedule probe.Schedule

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -144,12 +145,12 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 	if r.router.Policy.MaxLag > 0 {
 		read.Now = r.p.clock.Now() // for the staleness gate, the only reader of it here
 	}
-	cands := rs.cands
+	cands := rs.Cands
 	if c.passedOver() {
 		// Replicas this read failed on, or found behind its position, are
 		// passed over for good.
 		cands = append([]replica.Candidate(nil), cands...)
-		for i, h := range rs.replicas {
+		for i, h := range rs.Replicas {
 			if c.failedOn(h.addr) || slices.Contains(c.ev.behind, h.addr) {
 				cands[i].Usable = false
 			}
@@ -160,7 +161,7 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 		i, reason = r.router.Route(read, cands)
 	}
 	verify := reason == replica.Verify
-	if i == replica.Primary && c.after != 0 && rs.outage != nil && r.router.Policy.OutageReads == replica.OutageReplica {
+	if i == replica.Primary && c.after != 0 && rs.Outage != nil && r.router.Policy.OutageReads == replica.OutageReplica {
 		i, reason, verify = r.routeInOutage(rs, c, read.Now)
 	}
 	switch {
@@ -174,7 +175,7 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 	c.verify = verify
 	c.reason = reason
 	if i != replica.Primary {
-		return rs.replicas[i], false
+		return rs.Replicas[i], false
 	}
 	return picker{target: hosthealth.TargetPrimary}.next(rs, c)
 }
@@ -208,9 +209,9 @@ func (r *Reader) pin(c *call) {
 	// A read waits for at most one request of another read's; after that
 	// it asks, once.
 	for range 3 {
-		rs := r.p.routes.Load()
-		ranked := rs.ranked[hosthealth.TargetPrimary]
-		if len(ranked) == 0 || !slices.ContainsFunc(rs.cands, func(c replica.Candidate) bool { return c.Usable }) {
+		rs := r.p.state.Routes()
+		ranked := rs.Ranked[hosthealth.TargetPrimary]
+		if len(ranked) == 0 || !slices.ContainsFunc(rs.Cands, func(c replica.Candidate) bool { return c.Usable }) {
 			// No primary known now (the read waits for one there), or no
 			// replica to read on: nothing to ask.
 			return
@@ -345,7 +346,7 @@ func (r *Reader) lagError(addr string) error {
 	if r.router.Policy.MaxLag == 0 {
 		return nil
 	}
-	c, ok := r.p.routes.Load().fresh[addr]
+	c, ok := r.p.state.Routes().Fresh[addr]
 	now := r.p.clock.Now()
 	if ok && r.router.Eligible(&replica.Candidate{Usable: true, Fresh: c.Fresh}, now) {
 		return nil
@@ -421,7 +422,7 @@ func (r *Reader) replayPosition(ctx context.Context, h *hostPool, conn *pgxpool.
 	if err != nil {
 		return 0, false
 	}
-	r.p.raiseLag(h.addr, got)
+	r.p.observe(h, hoststate.Observation{Kind: hoststate.Replayed, LSN: got})
 	return got, true
 }
 
@@ -463,14 +464,14 @@ func (r *Reader) connUsable(conn *pgx.Conn) bool {
 	if h == nil || !r.p.stillOpenState(h, st) {
 		return false
 	}
-	rs := r.p.routes.Load()
-	if !rs.holds(h) {
+	rs := r.p.state.Routes()
+	if !rs.Holds(h.addr, h) {
 		return false // its host left the topology
 	}
 	now := r.p.clock.Now()
 	eligible := false
-	for i, rh := range rs.replicas {
-		if r.router.Eligible(&rs.cands[i], now) {
+	for i, rh := range rs.Replicas {
+		if r.router.Eligible(&rs.Cands[i], now) {
 			if rh == h {
 				return true
 			}
@@ -478,5 +479,5 @@ func (r *Reader) connUsable(conn *pgx.Conn) bool {
 		}
 	}
 	// Not an eligible replica: the primary, while no replica is.
-	return !eligible && rs.usable(h.addr, hosthealth.TargetPrimary)
+	return !eligible && rs.Usable(h.addr, hosthealth.TargetPrimary)
 }

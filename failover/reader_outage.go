@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -17,7 +18,7 @@ import (
 
 // routeInOutage routes read c, which must see writes that no replica is
 // known to have replayed, while no host is usable as the primary
-// (rs.outage is set): the outage rule (see Reader). It returns the
+// (rs.Outage is set): the outage rule (see Reader). It returns the
 // replica's index in rs and the reason, with verify set when the replica
 // is to be checked on the connection the read then uses (confirm); or
 // replica.Primary, and the read waits, as any read does, for the routing
@@ -26,19 +27,19 @@ import (
 func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica.Reason, bool) {
 	ev := c.events()
 	since := r.outageSince(c)
-	pos, known := rs.outage.Position(since)
+	pos, known := rs.Outage.Position(since)
 	// Only the replicas this read failed on are passed over, and those it
 	// found short of the outage's position until they are known to have
 	// replayed it: one behind the read's own position may hold what the
 	// rule asks, and one still replaying will get there.
-	cands := slices.Clone(rs.cands)
-	for i, h := range rs.replicas {
+	cands := slices.Clone(rs.Cands)
+	for i, h := range rs.Replicas {
 		if c.failedOn(h.addr) || slices.Contains(ev.short, h.addr) && !(known && cands[i].Replayed >= pos) {
 			cands[i].Usable = false
 		}
 	}
 	reason := replica.OutageAsync
-	if rs.outage.Sync() {
+	if rs.Outage.Sync() {
 		reason = replica.OutageSync
 	}
 	if known {
@@ -53,8 +54,8 @@ func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica
 	// Not known yet: a replica not looked at since the writes is looked
 	// at, once for the read.
 	ev.outage = 0
-	for i, h := range rs.replicas {
-		if r.router.Eligible(&cands[i], now) && rs.outage.Stale(h.addr, since) && !slices.Contains(ev.looked, h.addr) {
+	for i, h := range rs.Replicas {
+		if r.router.Eligible(&cands[i], now) && rs.Outage.Stale(h.addr, since) && !slices.Contains(ev.looked, h.addr) {
 			return i, reason, true
 		}
 	}
@@ -130,15 +131,15 @@ func (r *Reader) look(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 		if !ok {
 			return false
 		}
-		r.p.looked(h.addr, rep)
-		rs := r.p.routes.Load()
-		if rs.outage == nil {
+		r.p.observe(h, hoststate.Observation{Kind: hoststate.Looked, Report: rep})
+		rs := r.p.state.Routes()
+		if rs.Outage == nil {
 			return false // a primary is usable again
 		}
-		if pos, ok := rs.outage.Position(r.outageSince(c)); ok {
+		if pos, ok := rs.Outage.Position(r.outageSince(c)); ok {
 			return rep.Replayed >= pos
 		}
-		if !rep.Receiving || rs.outage.Sync() || !r.pause(c, delay) {
+		if !rep.Receiving || rs.Outage.Sync() || !r.pause(c, delay) {
 			return false
 		}
 	}

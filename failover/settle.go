@@ -197,7 +197,7 @@ func (c *call) giveUp(kind, cause error) error {
 	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: ev.attempts, Hosts: ev.outcomes}
 	// Hosts the call never tried (it waited while they were down or in the
 	// wrong role) are listed with what the Pool knew of them.
-	s := c.p.routes.Load().health
+	s := c.p.state.Routes().Health
 	for i := range s.Len() {
 		h := s.Host(i)
 		if slices.ContainsFunc(fe.Hosts, func(o HostError) bool { return o.Addr == h.Addr }) {

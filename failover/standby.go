@@ -168,9 +168,9 @@ func (p *Pool) waitsOver() {
 	if p.waiting.Load() > 0 {
 		return
 	}
-	for _, hr := range p.routes.Load().hosts {
-		if hr.pool != nil {
-			p.dropUnusedStandby(hr.pool)
+	for _, hr := range p.state.Routes().Hosts {
+		if hr.Pool != nil {
+			p.dropUnusedStandby(hr.Pool)
 		}
 	}
 }
@@ -202,18 +202,18 @@ func (p *Pool) likeliestPromotion() *hostPool {
 	if !p.awaitsPromotion() {
 		return nil
 	}
-	rs := p.routes.Load()
+	rs := p.state.Routes()
 	var best *hostPool
 	var bestClaimed bool
 	var bestWAL uint64
-	for i, hr := range rs.hosts {
-		st := rs.health.Host(i)
-		if hr.pool == nil || st.Role != hosthealth.RoleReplica {
+	for i, hr := range rs.Hosts {
+		st := rs.Health.Host(i)
+		if hr.Pool == nil || st.Role != hosthealth.RoleReplica {
 			continue
 		}
-		claimed, wal := st.Claimed == hosthealth.RolePrimary, uint64(hr.fresh.Replayed)
+		claimed, wal := st.Claimed == hosthealth.RolePrimary, uint64(hr.Fresh.Replayed)
 		if best == nil || (claimed && !bestClaimed) || (claimed == bestClaimed && wal > bestWAL) {
-			best, bestClaimed, bestWAL = hr.pool, claimed, wal
+			best, bestClaimed, bestWAL = hr.Pool, claimed, wal
 		}
 	}
 	return best

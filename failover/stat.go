@@ -44,20 +44,20 @@ type HostStat struct {
 
 // Stat returns a snapshot of every host's health and pool.
 func (p *Pool) Stat() *Stat {
-	rs := p.routes.Load()
+	rs := p.state.Routes()
 	now := p.clock.Now()
-	s := &Stat{hosts: make([]HostStat, 0, len(rs.table.list))}
+	s := &Stat{hosts: make([]HostStat, 0, len(rs.Table.List))}
 	// The routes' hosts are in the table's order: the connection string's
 	// first, then the source's.
-	for i, hr := range rs.hosts {
-		h := hr.pool
+	for i, hr := range rs.Hosts {
+		h := hr.Pool
 		if h == nil {
 			continue // its pool could not be built: not in the table
 		}
-		st := rs.health.Host(i)
-		st.State = rs.health.State(i, p.cfg.Target)
-		hs := HostStat{HostStatus: st, Tier: hr.tier, Probes: h.probes.Load(), Pool: h.pool.Stat(), Reads: h.reads.Stat()}
-		hs.Staleness, hs.StalenessKnown = hr.fresh.Staleness(now)
+		st := rs.Health.Host(i)
+		st.State = rs.Health.State(i, p.cfg.Target)
+		hs := HostStat{HostStatus: st, Tier: hr.Tier, Probes: h.probes.Load(), Pool: h.pool.Stat(), Reads: h.reads.Stat()}
+		hs.Staleness, hs.StalenessKnown = hr.Fresh.Staleness(now)
 		s.hosts = append(s.hosts, hs)
 	}
 	return s

@@ -146,12 +146,12 @@ func (t *telemetry) registerHosts(p *Pool) (metric.Registration, error) {
 		o.ObserveFloat64(waitTime, s.EmptyAcquireWaitTime().Seconds(), with())
 	}
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		rs := p.routes.Load()
-		s := rs.health
+		rs := p.state.Routes()
+		s := rs.Health
 		now := p.clock.Now()
 		for i := range s.Len() {
 			h := s.Host(i)
-			hp := rs.hosts[i].pool
+			hp := rs.Hosts[i].Pool
 			if hp == nil {
 				continue // its pool could not be built: not in the table
 			}
@@ -160,7 +160,7 @@ func (t *telemetry) registerHosts(p *Pool) (metric.Registration, error) {
 				attribute.String("pgfailover.state", s.State(i, p.cfg.Target).String()),
 				attribute.String("pgfailover.role", h.Role.String()),
 			))
-			if bound, ok := rs.hosts[i].fresh.Staleness(now); ok {
+			if bound, ok := rs.Hosts[i].Fresh.Staleness(now); ok {
 				o.ObserveFloat64(stale, bound.Seconds(), hp.server.observe())
 			}
 			observePool(o, hp.pool.Stat(), server, p.poolName(hp.addr, purposeCalls), purposeCalls)

@@ -3,7 +3,6 @@ package hosthealth
 import (
 	"fmt"
 	"io"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,8 +23,8 @@ func benchHosts(n int) []Host {
 
 // benchTracker returns a tracker over n hosts in three zones, with a mix
 // of states and roles so that no ranking is trivial.
-func benchTracker(n int) *Tracker {
-	tr := NewTracker(benchHosts(n), Options{Zone: "eu-1b"})
+func benchTracker(n int) *tracker {
+	tr := newTracker(benchHosts(n), Options{Zone: "eu-1b"})
 	for i := range n {
 		switch i % 4 {
 		case 0:
@@ -82,48 +81,6 @@ func BenchmarkPickUsable(b *testing.B) {
 					b.Fatal("no usable host")
 				}
 			}
-		})
-	}
-}
-
-// BenchmarkPickWhileObserving measures Pick from parallel readers while
-// one goroutine keeps changing a host's state, so that every few reads
-// see a freshly published snapshot.
-func BenchmarkPickWhileObserving(b *testing.B) {
-	for _, n := range benchSizes {
-		tr := benchTracker(n)
-		addr := benchAddr(1)
-		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for k := 0; ; k++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if k%2 == 0 {
-						tr.ObserveFailure(addr, Transport)
-					} else {
-						tr.ObserveConnect(addr, RoleReplica)
-					}
-				}
-			}()
-			b.RunParallel(func(pb *testing.PB) {
-				sum := 0
-				for pb.Next() {
-					sum += tr.Snapshot().Pick(TargetReplica)
-				}
-				if sum < 0 {
-					b.Error("negative pick")
-				}
-			})
-			close(stop)
-			wg.Wait()
 		})
 	}
 }

@@ -1,13 +1,12 @@
 // Package hosthealth keeps the client's view of a changing set of
 // PostgreSQL hosts and decides which one to try next for each kind of
-// call. Observations go in and rankings come out; the clock is injected,
-// and nothing here does I/O or starts goroutines. A [Tracker] is safe for
-// concurrent use: writers take its mutex, and readers load the immutable
-// [Snapshot] it last published, without locking.
+// call. It is a pure fold: observations go in, a new immutable [Snapshot]
+// with every target's ranking comes out; the clock is injected, and
+// nothing here locks, does I/O or starts goroutines.
 //
 // # Model
 //
-// A [Tracker] holds facts about each host, never a verdict for a target:
+// A [Snapshot] holds facts about each host, never a verdict for a target:
 //
 //	State    reachability: Healthy, Unknown, TransientReject or TransportError
 //	Role     the role the server reported (primary, replica, or unknown)
@@ -24,9 +23,9 @@
 //
 // A write refused by a read-only server (25006, a [Topology] failure) is a
 // fact about the host too: it is reachable and a replica, so
-// [Tracker.ObserveFailure] makes it Healthy in the replica role.
+// [Snapshot.ObserveFailure] makes it Healthy in the replica role.
 //
-// Hosts are identified by address. [Tracker.SetHosts] replaces the set, as
+// Hosts are identified by address. [Snapshot.SetHosts] replaces the set, as
 // the connection string or a cluster manager such as Patroni describes it:
 // a host that stays keeps its state, role and advertised zone, and takes
 // the new claimed role (and configured zone, if one is given); a new host
@@ -55,7 +54,7 @@
 // is), [TierUnknown] (no zone known for the host yet) and [TierOther]; see
 // [ZoneTier]. The
 // same observations thus put the primary first for [TargetPrimary] and a
-// local replica first for [TargetReplica], from one tracker.
+// local replica first for [TargetReplica], from one state.
 //
 // # Outages
 //
@@ -71,8 +70,8 @@
 // every probe of a host that stays down would start a new one.
 //
 // When a connection breaks mid-stream, report the failure with
-// [Tracker.ObserveFailure] before picking the next host: a snapshot taken
-// afterwards reflects it.
+// [Snapshot.ObserveFailure] before picking the next host: the state it
+// returns reflects it.
 //
 // # Errors
 //
@@ -86,22 +85,17 @@
 // [RecoveryRole] turn the server's in_hot_standby status or
 // pg_is_in_recovery() into a [Role].
 //
-// # Concurrency
+// # Folding
 //
-// Readers call [Tracker.Snapshot] and read the immutable [Snapshot] it
-// returns: every target's ranking is computed when the snapshot is
-// published, so [Snapshot.Pick], [Snapshot.Ranking], [Snapshot.State] and
-// [Snapshot.Usable] never block and do not allocate. Host indexes are
-// positions in one snapshot; keep addresses, not indexes, across
-// snapshots.
+// [New] returns the first state; [Snapshot.SetHosts] and the Observe
+// methods return the state that follows, leaving the receiver as it was.
+// An observation that changes nothing, such as a success on a host
+// already Healthy, returns the receiver itself and allocates nothing, so
+// a caller tells a change by comparing pointers. Every target's ranking is
+// computed when a state is made, so [Snapshot.Pick], [Snapshot.Ranking],
+// [Snapshot.State] and [Snapshot.Usable] never allocate. Host indexes are
+// positions in one state; keep addresses, not indexes, across states.
 //
-// Writers (SetHosts and the Observe methods) serialize on a mutex and
-// publish a new snapshot only when something changed; the common
-// observation that changes nothing, such as a success on a host already
-// Healthy, returns without locking or allocating. Publishing closes
-// the previous snapshot's [Snapshot.Changed] channel, so a call that finds
-// no usable host takes a snapshot, and if nothing in it is usable, waits on
-// that snapshot's Changed channel (and its context): no change can slip
-// between the look and the wait, and observations that change nothing wake
-// no one.
+// Whoever keeps the current state serializes the folds and publishes the
+// result; a Snapshot is safe to read from any number of goroutines.
 package hosthealth

@@ -14,9 +14,8 @@ import (
 
 // show prints the current ranking for target, best first, with the state
 // each host ranks with and the role its server reported.
-func show(tr *hosthealth.Tracker, target hosthealth.Target, step string) {
+func show(s *hosthealth.Snapshot, target hosthealth.Target, step string) {
 	fmt.Println(step)
-	s := tr.Snapshot()
 	for _, i := range s.Ranking(target) {
 		h := s.Host(i)
 		fmt.Printf("  %-10s %-16s %s\n", h.Addr, s.State(i, target), h.Role)
@@ -25,34 +24,32 @@ func show(tr *hosthealth.Tracker, target hosthealth.Target, step string) {
 
 // A writer follows the primary through a failover.
 func Example() {
-	tr := hosthealth.NewTracker([]hosthealth.Host{
+	s := hosthealth.New([]hosthealth.Host{
 		{Addr: "db-a:5432"}, {Addr: "db-b:5432"}, {Addr: "db-c:5432"},
 	}, hosthealth.Options{})
 	w := hosthealth.TargetPrimary
 
 	// Start-up: every host is probed once.
-	tr.ObserveConnect("db-a:5432", hosthealth.RolePrimary)
-	tr.ObserveConnect("db-b:5432", hosthealth.RoleReplica)
-	tr.ObserveConnect("db-c:5432", hosthealth.RoleReplica)
-	show(tr, w, "probed:")
+	s = s.ObserveConnect("db-a:5432", hosthealth.RolePrimary)
+	s = s.ObserveConnect("db-b:5432", hosthealth.RoleReplica)
+	s = s.ObserveConnect("db-c:5432", hosthealth.RoleReplica)
+	show(s, w, "probed:")
 
 	// db-a crashes under a running query and pgx reports an unexpected
 	// EOF. Mark the host before picking the next one.
-	s := tr.Snapshot()
-	tr.ObserveFailure(s.Host(s.Pick(w)).Addr, hosthealth.Classify(io.ErrUnexpectedEOF))
-	show(tr, w, "db-a lost:")
+	s = s.ObserveFailure(s.Host(s.Pick(w)).Addr, hosthealth.Classify(io.ErrUnexpectedEOF))
+	show(s, w, "db-a lost:")
 
 	// The walk tries db-a (refused) and then db-b, which has been
 	// promoted in the meantime.
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-	tr.ObserveFailure("db-a:5432", hosthealth.Classify(refused))
-	tr.ObserveConnect("db-b:5432", hosthealth.RolePrimary)
-	show(tr, w, "db-b promoted:")
+	s = s.ObserveFailure("db-a:5432", hosthealth.Classify(refused))
+	s = s.ObserveConnect("db-b:5432", hosthealth.RolePrimary)
+	show(s, w, "db-b promoted:")
 
 	// db-a comes back as a standby of db-b.
-	tr.ObserveConnect("db-a:5432", hosthealth.RoleReplica)
-	show(tr, w, "db-a rejoined:")
-	s = tr.Snapshot()
+	s = s.ObserveConnect("db-a:5432", hosthealth.RoleReplica)
+	show(s, w, "db-a rejoined:")
 	fmt.Println("writes go to", s.Host(s.Pick(w)).Addr)
 
 	// Output:
@@ -78,28 +75,28 @@ func Example() {
 // Reads prefer replicas in the client's zone. A healthy local replica
 // stays first across outages; remote replicas are reset to Unknown when a
 // new outage starts, so local ones get tried again first.
-func ExampleTracker_zones() {
-	tr := hosthealth.NewTracker([]hosthealth.Host{
+func Example_zones() {
+	s := hosthealth.New([]hosthealth.Host{
 		{Addr: "r1:5432", Zone: "eu-1a"},
 		{Addr: "r2:5432", Zone: "eu-1b"},
 		{Addr: "r3:5432"}, // zone advertised by the server later
 	}, hosthealth.Options{Zone: "eu-1a"})
 	r := hosthealth.TargetReplica
 
-	tr.ObserveConnect("r1:5432", hosthealth.RoleReplica)
-	tr.ObserveConnect("r2:5432", hosthealth.RoleReplica)
-	tr.ObserveConnect("r3:5432", hosthealth.RoleReplica)
-	tr.ObserveZone("r3:5432", "EU-1A") // zones compare case-insensitively
-	show(tr, r, "all up:")
+	s = s.ObserveConnect("r1:5432", hosthealth.RoleReplica)
+	s = s.ObserveConnect("r2:5432", hosthealth.RoleReplica)
+	s = s.ObserveConnect("r3:5432", hosthealth.RoleReplica)
+	s = s.ObserveZone("r3:5432", "EU-1A") // zones compare case-insensitively
+	show(s, r, "all up:")
 
 	// r3 refuses connections while it restarts.
-	tr.ObserveFailure("r3:5432", hosthealth.Classify(&pgconn.PgError{Code: "57P03"}))
-	show(tr, r, "r3 restarting:")
+	s = s.ObserveFailure("r3:5432", hosthealth.Classify(&pgconn.PgError{Code: "57P03"}))
+	show(s, r, "r3 restarting:")
 
 	// r3 is back. r2 is probed again and found healthy.
-	tr.ObserveConnect("r3:5432", hosthealth.RoleReplica)
-	tr.ObserveConnect("r2:5432", hosthealth.RoleReplica)
-	show(tr, r, "r3 back:")
+	s = s.ObserveConnect("r3:5432", hosthealth.RoleReplica)
+	s = s.ObserveConnect("r2:5432", hosthealth.RoleReplica)
+	show(s, r, "r3 back:")
 
 	// Output:
 	// all up:
@@ -116,17 +113,16 @@ func ExampleTracker_zones() {
 	//   r2:5432    healthy          replica
 }
 
-// One tracker serves every target: the facts are shared, and each target
+// One state serves every target: the facts are shared, and each target
 // ranks them its own way.
 func ExampleSnapshot_Ranking() {
-	tr := hosthealth.NewTracker([]hosthealth.Host{
+	s := hosthealth.New([]hosthealth.Host{
 		{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"},
 	}, hosthealth.Options{})
-	tr.ObserveConnect("p:5432", hosthealth.RolePrimary)
-	tr.ObserveConnect("r1:5432", hosthealth.RoleReplica)
-	tr.ObserveFailure("r2:5432", hosthealth.Transport)
+	s = s.ObserveConnect("p:5432", hosthealth.RolePrimary)
+	s = s.ObserveConnect("r1:5432", hosthealth.RoleReplica)
+	s = s.ObserveFailure("r2:5432", hosthealth.Transport)
 
-	s := tr.Snapshot()
 	for _, target := range []hosthealth.Target{
 		hosthealth.TargetPrimary, hosthealth.TargetAny, hosthealth.TargetReplica, hosthealth.TargetPreferReplica,
 	} {
@@ -146,21 +142,20 @@ func ExampleSnapshot_Ranking() {
 // A topology source such as Patroni replaces the host set. Hosts that
 // stay keep what was learnt about them; new ones start Unknown, ranked by
 // the role the source claims for them until their server says otherwise.
-func ExampleTracker_SetHosts() {
-	tr := hosthealth.NewTracker([]hosthealth.Host{
+func ExampleSnapshot_SetHosts() {
+	s := hosthealth.New([]hosthealth.Host{
 		{Addr: "a:5432"}, {Addr: "b:5432"},
 	}, hosthealth.Options{})
-	tr.ObserveConnect("a:5432", hosthealth.RolePrimary)
-	tr.ObserveFailure("b:5432", hosthealth.Transport)
+	s = s.ObserveConnect("a:5432", hosthealth.RolePrimary)
+	s = s.ObserveFailure("b:5432", hosthealth.Transport)
 
 	// b is decommissioned and c joins as a replica.
-	tr.SetHosts([]hosthealth.Host{
+	s = s.SetHosts([]hosthealth.Host{
 		{Addr: "a:5432", Claimed: hosthealth.RolePrimary},
 		{Addr: "c:5432", Claimed: hosthealth.RoleReplica},
 	})
-	tr.ObserveFailure("b:5432", hosthealth.Transport) // a call in flight on b: ignored
+	s = s.ObserveFailure("b:5432", hosthealth.Transport) // a call in flight on b: ignored
 
-	s := tr.Snapshot()
 	for _, h := range s.Hosts() {
 		fmt.Printf("%s %s, role %s, claimed %s\n", h.Addr, h.State, h.Role, h.Claimed)
 	}
@@ -175,32 +170,6 @@ func ExampleTracker_SetHosts() {
 	// b tracked: false
 	// c for writes: topology-reject
 	// c for reads: unknown
-}
-
-// A call that finds no usable host waits for the next snapshot instead of
-// polling. Taking the snapshot first and then waiting on its Changed
-// channel cannot miss a change.
-func ExampleSnapshot_Changed() {
-	tr := hosthealth.NewTracker([]hosthealth.Host{{Addr: "r:5432"}}, hosthealth.Options{})
-	tr.ObserveFailure("r:5432", hosthealth.Transport)
-
-	found := make(chan string)
-	go func() {
-		for {
-			s := tr.Snapshot()
-			if i := s.Pick(hosthealth.TargetReplica); i >= 0 && s.Usable(i, hosthealth.TargetReplica) {
-				found <- s.Host(i).Addr
-				return
-			}
-			<-s.Changed() // in real code, also select on ctx.Done()
-		}
-	}()
-
-	// A probe finds the replica back.
-	tr.ObserveConnect("r:5432", hosthealth.RoleReplica)
-	fmt.Println("using", <-found)
-	// Output:
-	// using r:5432
 }
 
 func ExampleClassify() {

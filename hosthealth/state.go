@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// State is what the tracker believes about one host. The constants are
+// State is what is believed about one host. The constants are
 // declared best first, so a smaller State ranks ahead of a larger one.
 type State uint8
 

@@ -32,18 +32,34 @@ func (c *fakeClock) Advance(d time.Duration) time.Time {
 	return c.now
 }
 
+// tracker keeps the current state and folds each observation into it, as
+// the owner of the Pool's host state does, so that the tests below read as
+// a sequence of observations.
+type tracker struct{ s *Snapshot }
+
+func newTracker(hosts []Host, opts Options) *tracker { return &tracker{s: New(hosts, opts)} }
+
+func (t *tracker) Snapshot() *Snapshot               { return t.s }
+func (t *tracker) SetHosts(hosts []Host)             { t.s = t.s.SetHosts(hosts) }
+func (t *tracker) ObserveConnect(addr string, r Role) { t.s = t.s.ObserveConnect(addr, r) }
+func (t *tracker) ObserveZone(addr, zone string)     { t.s = t.s.ObserveZone(addr, zone) }
+func (t *tracker) ObserveFailure(addr string, c Class) {
+	t.s = t.s.ObserveFailure(addr, c)
+}
+func (t *tracker) tierOf(target Target, zone string) Tier { return t.s.tierOf(target, zone) }
+
 // allTargets lists every target, in the order of the [numTargets]string
 // wants in the tables below: read-write, any, read-only, prefer-standby.
 var allTargets = [numTargets]Target{TargetPrimary, TargetAny, TargetReplica, TargetPreferReplica}
 
 // op is one observation (or host set change) fed to a tracker.
-type op func(*Tracker)
+type op func(*tracker)
 
-func conn(addr string, r Role) op   { return func(t *Tracker) { t.ObserveConnect(addr, r) } }
-func fail(addr string, c Class) op  { return func(t *Tracker) { t.ObserveFailure(addr, c) } }
-func zone(addr string, z string) op { return func(t *Tracker) { t.ObserveZone(addr, z) } }
-func set(specs ...string) op        { return func(t *Tracker) { t.SetHosts(hostsOf(specs...)) } }
-func apply(t *Tracker, ops []op) {
+func conn(addr string, r Role) op   { return func(t *tracker) { t.ObserveConnect(addr, r) } }
+func fail(addr string, c Class) op  { return func(t *tracker) { t.ObserveFailure(addr, c) } }
+func zone(addr string, z string) op { return func(t *tracker) { t.ObserveZone(addr, z) } }
+func set(specs ...string) op        { return func(t *tracker) { t.SetHosts(hostsOf(specs...)) } }
+func apply(t *tracker, ops []op) {
 	for _, o := range ops {
 		o(t)
 	}
@@ -141,14 +157,6 @@ func facts(s *Snapshot) string {
 	return strings.Join(parts, ", ")
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
 
 func TestStateFor(t *testing.T) {
 	const (
@@ -263,7 +271,7 @@ func TestTransitions(t *testing.T) {
 	for _, tt := range tests {
 		for k, f := range from {
 			name := fmt.Sprintf("%s/%s", f.name, tt.event)
-			tr := NewTracker(hostsOf(f.host), Options{Zone: "eu-1a"})
+			tr := newTracker(hostsOf(f.host), Options{Zone: "eu-1a"})
 			apply(tr, f.setup)
 			if got := cell(tr.Snapshot(), 0); got != f.cell {
 				t.Fatalf("%s: setup gave %q, want %q", name, got, f.cell)
@@ -291,7 +299,7 @@ func TestTransitions(t *testing.T) {
 }
 
 func TestRoleTracking(t *testing.T) {
-	tr := NewTracker(hostsOf("a", "b"), Options{})
+	tr := newTracker(hostsOf("a", "b"), Options{})
 	if got := tr.Snapshot().Host(0).Role; got != RoleUnknown {
 		t.Fatalf("initial role %v, want unknown", got)
 	}
@@ -332,7 +340,7 @@ func TestRoleTracking(t *testing.T) {
 func TestSince(t *testing.T) {
 	clk := newFakeClock()
 	t0 := clk.Now()
-	tr := NewTracker(hostsOf("a", "b"), Options{Now: clk.Now})
+	tr := newTracker(hostsOf("a", "b"), Options{Now: clk.Now})
 	for i := range 2 {
 		if got := tr.Snapshot().Host(i).Since; !got.Equal(t0) {
 			t.Fatalf("host %d: initial Since %v, want %v", i, got, t0)
@@ -373,7 +381,7 @@ func TestSince(t *testing.T) {
 	// A new host is stamped when it is added; an outage reset stamps the
 	// host it resets.
 	t1 := clk.Advance(time.Second)
-	tr = NewTracker(hostsOf("a=eu-1a", "b=eu-1b"), Options{Zone: "eu-1a", Now: clk.Now})
+	tr = newTracker(hostsOf("a=eu-1a", "b=eu-1b"), Options{Zone: "eu-1a", Now: clk.Now})
 	t2 := clk.Advance(time.Second)
 	tr.ObserveConnect("b", RoleReplica)
 	t3 := clk.Advance(time.Second)
@@ -393,7 +401,7 @@ func TestSince(t *testing.T) {
 
 func TestNilClockUsesTimeNow(t *testing.T) {
 	before := time.Now()
-	tr := NewTracker(hostsOf("a"), Options{})
+	tr := newTracker(hostsOf("a"), Options{})
 	if s := tr.Snapshot().Host(0).Since; s.Before(before) || s.After(time.Now()) {
 		t.Errorf("Since %v not between %v and now", s, before)
 	}
@@ -422,7 +430,7 @@ func TestTier(t *testing.T) {
 		{TargetPreferReplica, "eu-1a", "eu-1a", TierSame},
 	}
 	for _, tt := range tests {
-		tr := NewTracker(nil, Options{Zone: tt.clientZone})
+		tr := newTracker(nil, Options{Zone: tt.clientZone})
 		if got := tr.tierOf(tt.target, tt.hostZone); got != tt.want {
 			t.Errorf("%v client %q, host %q: tier %v, want %v", tt.target, tt.clientZone, tt.hostZone, got, tt.want)
 		}
@@ -445,10 +453,10 @@ func TestZoneRanking(t *testing.T) {
 		{"", "eu-1a", [4]string{"b a", "b a", "b a", "b a"}},
 	}
 	for _, tt := range tests {
-		configured := NewTracker([]Host{{Addr: "b", Zone: "eu-1c"}, {Addr: "a", Zone: tt.hostZone}}, Options{Zone: tt.clientZone})
-		advertised := NewTracker([]Host{{Addr: "b", Zone: "eu-1c"}, {Addr: "a"}}, Options{Zone: tt.clientZone})
+		configured := newTracker([]Host{{Addr: "b", Zone: "eu-1c"}, {Addr: "a", Zone: tt.hostZone}}, Options{Zone: tt.clientZone})
+		advertised := newTracker([]Host{{Addr: "b", Zone: "eu-1c"}, {Addr: "a"}}, Options{Zone: tt.clientZone})
 		advertised.ObserveZone("a", tt.hostZone)
-		for name, tr := range map[string]*Tracker{"configured": configured, "advertised": advertised} {
+		for name, tr := range map[string]*tracker{"configured": configured, "advertised": advertised} {
 			if got := rankings(tr.Snapshot()); got != tt.want {
 				t.Errorf("client %q, %s %q: rankings %q, want %q", tt.clientZone, name, tt.hostZone, got, tt.want)
 			}
@@ -457,7 +465,7 @@ func TestZoneRanking(t *testing.T) {
 }
 
 func TestObserveZone(t *testing.T) {
-	tr := NewTracker(hostsOf("a", "b=eu-1a"), Options{Zone: "eu-1a"})
+	tr := newTracker(hostsOf("a", "b=eu-1a"), Options{Zone: "eu-1a"})
 	steps := []struct {
 		do   op
 		host int
@@ -569,7 +577,7 @@ func TestRanking(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker(tt.hosts, Options{Zone: tt.zone})
+			tr := newTracker(tt.hosts, Options{Zone: tt.zone})
 			apply(tr, tt.ops)
 			s := tr.Snapshot()
 			if got := rankings(s); got != tt.want {
@@ -600,7 +608,7 @@ func TestMarkBeforePick(t *testing.T) {
 		if target == TargetReplica || target == TargetPreferReplica {
 			role = RoleReplica
 		}
-		tr := NewTracker(hostsOf("a", "b", "c"), Options{Zone: "eu-1a"})
+		tr := newTracker(hostsOf("a", "b", "c"), Options{Zone: "eu-1a"})
 		tr.ObserveConnect("a", role)
 		s := tr.Snapshot()
 		first := s.Host(s.Pick(target)).Addr
@@ -624,7 +632,7 @@ func TestMarkBeforePick(t *testing.T) {
 }
 
 func TestStickyHealthy(t *testing.T) {
-	tr := NewTracker(hostsOf("a=eu-1a", "b=eu-1b", "c=eu-1a"), Options{Zone: "eu-1a"})
+	tr := newTracker(hostsOf("a=eu-1a", "b=eu-1b", "c=eu-1a"), Options{Zone: "eu-1a"})
 	apply(tr, []op{conn("a", RoleReplica), conn("b", RoleReplica), conn("c", RoleReplica)})
 	if got := ranking(tr.Snapshot(), TargetReplica); got != "a c b" {
 		t.Fatalf("ranking %q, want %q", got, "a c b")
@@ -789,7 +797,7 @@ func TestOutageReset(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker(tt.hosts, Options{Zone: "eu-1a"})
+			tr := newTracker(tt.hosts, Options{Zone: "eu-1a"})
 			apply(tr, tt.ops)
 			s := tr.Snapshot()
 			if got := states(s); got != tt.states {
@@ -805,7 +813,7 @@ func TestOutageReset(t *testing.T) {
 func TestOutageResetKeepsRoles(t *testing.T) {
 	// A remote primary reset to Unknown keeps its role, so writers still
 	// rank it ahead of the replicas, and readers still rank it last.
-	tr := NewTracker(hostsOf("r=eu-1a", "p=eu-1b"), Options{Zone: "eu-1a"})
+	tr := newTracker(hostsOf("r=eu-1a", "p=eu-1b"), Options{Zone: "eu-1a"})
 	apply(tr, []op{conn("p", RolePrimary), conn("r", RoleReplica), fail("r", Transport)})
 	s := tr.Snapshot()
 	if got := facts(s); got != "r TE/r/- eu-1a, p U/p/- eu-1b" {
@@ -820,7 +828,7 @@ func TestOutageResetKeepsRoles(t *testing.T) {
 }
 
 func TestPreferReplica(t *testing.T) {
-	tr := NewTracker(hostsOf("p", "r1", "r2"), Options{})
+	tr := newTracker(hostsOf("p", "r1", "r2"), Options{})
 	steps := []struct {
 		do     op
 		want   string
@@ -868,7 +876,7 @@ func TestPreferReplica(t *testing.T) {
 func TestPreferReplicaAfterOutageReset(t *testing.T) {
 	// A remote replica reset to Unknown by a new outage still counts as
 	// usable: its role is known and Unknown can take a call.
-	tr := NewTracker(hostsOf("p=eu-1a", "r1=eu-1a", "r2=eu-1b"), Options{Zone: "eu-1a"})
+	tr := newTracker(hostsOf("p=eu-1a", "r1=eu-1a", "r2=eu-1b"), Options{Zone: "eu-1a"})
 	apply(tr, []op{conn("p", RolePrimary), conn("r1", RoleReplica), conn("r2", RoleReplica), fail("r1", Transport)})
 	s := tr.Snapshot()
 	if got := states(s); got != "healthy transport-error unknown" {
@@ -882,7 +890,7 @@ func TestPreferReplicaAfterOutageReset(t *testing.T) {
 func TestPreferReplicaClaimed(t *testing.T) {
 	// A replica only claimed by the topology source counts too, until the
 	// server says otherwise.
-	tr := NewTracker(hostsOf("p", "r/r"), Options{})
+	tr := newTracker(hostsOf("p", "r/r"), Options{})
 	tr.ObserveConnect("p", RolePrimary)
 	if got := ranking(tr.Snapshot(), TargetPreferReplica); got != "r p" {
 		t.Errorf("ranking %q, want %q", got, "r p")
@@ -985,7 +993,7 @@ func TestSetHosts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker(tt.hosts, Options{Zone: "eu-1a"})
+			tr := newTracker(tt.hosts, Options{Zone: "eu-1a"})
 			apply(tr, tt.ops)
 			s := tr.Snapshot()
 			if got := facts(s); got != tt.facts {
@@ -1017,7 +1025,7 @@ func TestSetHosts(t *testing.T) {
 
 func TestSetHostsCopiesHosts(t *testing.T) {
 	hosts := hostsOf("a=eu-1a", "b")
-	tr := NewTracker(hosts, Options{Zone: "eu-1a"})
+	tr := newTracker(hosts, Options{Zone: "eu-1a"})
 	hosts[0] = Host{Addr: "x", Zone: "eu-1b"}
 	hosts = hostsOf("c", "d")
 	tr.SetHosts(hosts)
@@ -1062,58 +1070,19 @@ func TestChanged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker(hostsOf("a=eu-1a", "b=eu-1b"), Options{Zone: "eu-1a"})
+			tr := newTracker(hostsOf("a=eu-1a", "b=eu-1b"), Options{Zone: "eu-1a"})
 			apply(tr, tt.setup)
 			before := tr.Snapshot()
-			if isClosed(before.Changed()) {
-				t.Fatal("the current snapshot's Changed is closed")
-			}
 			tt.do(tr)
-			after := tr.Snapshot()
-			if got := isClosed(before.Changed()); got != tt.changed {
-				t.Errorf("Changed closed %v, want %v", got, tt.changed)
-			}
-			if got := after != before; got != tt.changed {
-				t.Errorf("new snapshot published %v, want %v", got, tt.changed)
-			}
-			if isClosed(after.Changed()) {
-				t.Error("the new snapshot's Changed is closed")
+			if got := tr.Snapshot() != before; got != tt.changed {
+				t.Errorf("new state %v, want %v", got, tt.changed)
 			}
 		})
 	}
 }
 
-func TestWaitForUsableHost(t *testing.T) {
-	// A caller finds no usable replica and waits on the snapshot's Changed
-	// channel; no change can slip between the look and the wait.
-	tr := NewTracker(hostsOf("a", "b"), Options{})
-	apply(tr, []op{conn("a", RolePrimary), fail("b", Transport)})
-	got := make(chan string)
-	waiting := make(chan struct{})
-	go func() {
-		for first := true; ; first = false {
-			s := tr.Snapshot()
-			if i := s.Pick(TargetReplica); s.Usable(i, TargetReplica) {
-				got <- s.Host(i).Addr
-				return
-			}
-			if first {
-				close(waiting)
-			}
-			<-s.Changed()
-		}
-	}()
-	<-waiting
-	tr.ObserveConnect("a", RolePrimary) // changes nothing: no wake-up
-	tr.ObserveFailure("a", Transient)   // wakes the waiter, still no replica
-	tr.ObserveConnect("b", RoleReplica)
-	if addr := <-got; addr != "b" {
-		t.Errorf("waiter got %s, want b", addr)
-	}
-}
-
 func TestSnapshotIsImmutable(t *testing.T) {
-	tr := NewTracker(hostsOf("a=eu-1a", "b=eu-1b", "c"), Options{Zone: "eu-1a"})
+	tr := newTracker(hostsOf("a=eu-1a", "b=eu-1b", "c"), Options{Zone: "eu-1a"})
 	apply(tr, []op{conn("a", RolePrimary), conn("b", RoleReplica)})
 	old := tr.Snapshot()
 	hosts := old.Hosts()
@@ -1164,7 +1133,7 @@ func TestSnapshotIsImmutable(t *testing.T) {
 }
 
 func TestEmptyTracker(t *testing.T) {
-	tr := NewTracker(nil, Options{})
+	tr := newTracker(nil, Options{})
 	apply(tr, []op{conn("a", RolePrimary), fail("a", Transport), zone("a", "eu-1a")})
 	s := tr.Snapshot()
 	if s.Len() != 0 || len(s.Hosts()) != 0 {
@@ -1181,7 +1150,7 @@ func TestEmptyTracker(t *testing.T) {
 }
 
 func TestIndexOutOfRangePanics(t *testing.T) {
-	s := NewTracker(hostsOf("a", "b", "c"), Options{}).Snapshot()
+	s := newTracker(hostsOf("a", "b", "c"), Options{}).Snapshot()
 	calls := map[string]func(){
 		"Host":   func() { s.Host(3) },
 		"State":  func() { s.State(-1, TargetAny) },
@@ -1200,12 +1169,11 @@ func TestIndexOutOfRangePanics(t *testing.T) {
 }
 
 func TestReadersDoNotAllocate(t *testing.T) {
-	tr := NewTracker(hostsOf("a=eu-1a", "b=eu-1b", "c"), Options{Zone: "eu-1a"})
+	tr := newTracker(hostsOf("a=eu-1a", "b=eu-1b", "c"), Options{Zone: "eu-1a"})
 	apply(tr, []op{conn("a", RoleReplica), conn("b", RoleReplica), conn("c", RoleReplica)})
-	tr2 := NewTracker(hostsOf("a", "b"), Options{})
+	tr2 := newTracker(hostsOf("a", "b"), Options{})
 	apply(tr2, []op{fail("a", Transport)})
 	calls := map[string]func(){
-		"Snapshot":                         func() { _ = tr.Snapshot() },
 		"Pick":                             func() { _ = tr.Snapshot().Pick(TargetReplica) },
 		"Ranking":                          func() { _ = tr.Snapshot().Ranking(TargetPreferReplica) },
 		"State":                            func() { _ = tr.Snapshot().State(1, TargetAny) },
@@ -1213,7 +1181,6 @@ func TestReadersDoNotAllocate(t *testing.T) {
 		"Host":                             func() { _ = tr.Snapshot().Host(1) },
 		"Lookup":                           func() { _, _ = tr.Snapshot().Lookup("b") },
 		"Len":                              func() { _ = tr.Snapshot().Len() },
-		"Changed":                          func() { _ = tr.Snapshot().Changed() },
 		"StateFor":                         func() { _ = tr.Snapshot().Host(0).StateFor(TargetPrimary) },
 		"ObserveConnect unchanged":         func() { tr.ObserveConnect("a", RoleReplica) },
 		"ObserveConnect unknown address":   func() { tr.ObserveConnect("x", RoleReplica) },
@@ -1234,7 +1201,7 @@ func TestReadersDoNotAllocate(t *testing.T) {
 }
 
 // checkSnapshot reports what is wrong with s, or "".
-func checkSnapshot(tr *Tracker, s *Snapshot) string {
+func checkSnapshot(tr *tracker, s *Snapshot) string {
 	n := s.Len()
 	seen := make([]bool, n)
 	for i, h := range s.Hosts() {
@@ -1265,93 +1232,4 @@ func checkSnapshot(tr *Tracker, s *Snapshot) string {
 		}
 	}
 	return ""
-}
-
-func TestConcurrentUse(t *testing.T) {
-	const hosts, writers, readers, rounds = 8, 4, 4, 500
-	specs := make([]string, hosts)
-	for i := range specs {
-		specs[i] = fmt.Sprintf("h%d=eu-1%c", i, 'a'+i%3)
-	}
-	tr := NewTracker(hostsOf(specs...), Options{Zone: "eu-1a", Now: newFakeClock().Now})
-	first := tr.Snapshot()
-	var writersWG, readersWG sync.WaitGroup
-	for w := range writers {
-		writersWG.Add(1)
-		go func() {
-			defer writersWG.Done()
-			for n := range rounds {
-				addr := fmt.Sprintf("h%d", (n*7+w)%(hosts+2)) // h8 and h9 come and go
-				switch n % 6 {
-				case 0:
-					tr.ObserveConnect(addr, RoleReplica)
-				case 1:
-					tr.ObserveConnect(addr, RolePrimary)
-				case 2:
-					tr.ObserveFailure(addr, Class(n%5))
-				case 3:
-					tr.ObserveZone(addr, fmt.Sprintf("eu-1%c", 'a'+n%3))
-				case 4:
-					tr.ObserveFailure(addr, Transport)
-				case 5:
-					if w == 0 {
-						tr.SetHosts(hostsOf(specs[:hosts-n%3]...))
-					} else if w == 1 {
-						tr.SetHosts(hostsOf(append(slices.Clone(specs), "h8/p", "h9=eu-1a/r")...))
-					}
-				}
-			}
-		}()
-	}
-	done := make(chan struct{})
-	errs := make(chan string, readers+1)
-	for r := range readers {
-		readersWG.Add(1)
-		go func() {
-			defer readersWG.Done()
-			for {
-				s := tr.Snapshot()
-				if e := checkSnapshot(tr, s); e != "" {
-					errs <- e
-					return
-				}
-				before := rankings(s)
-				_ = s.Hosts()
-				if after := rankings(s); after != before {
-					errs <- fmt.Sprintf("a snapshot changed under a reader: %q then %q", before, after)
-					return
-				}
-				if r%2 == 0 {
-					// Half the readers wait for each change instead of
-					// spinning.
-					select {
-					case <-s.Changed():
-					case <-done:
-						return
-					}
-				} else {
-					select {
-					case <-done:
-						return
-					default:
-					}
-				}
-			}
-		}()
-	}
-	writersWG.Wait()
-	close(done)
-	readersWG.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	if !isClosed(first.Changed()) {
-		t.Error("the first snapshot's Changed is still open")
-	}
-	if last := tr.Snapshot(); isClosed(last.Changed()) {
-		t.Error("the current snapshot's Changed is closed")
-	} else if e := checkSnapshot(tr, last); e != "" {
-		t.Error(e)
-	}
 }

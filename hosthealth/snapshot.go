@@ -3,8 +3,6 @@ package hosthealth
 import (
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -18,7 +16,7 @@ type Host struct {
 	Claimed Role
 }
 
-// HostStatus is what the tracker knows about one host at a moment. It holds
+// HostStatus is what is known about one host at a moment. It holds
 // facts only; how the host ranks for a given target comes from
 // [HostStatus.StateFor] and [Snapshot.Ranking].
 type HostStatus struct {
@@ -60,85 +58,56 @@ func (h HostStatus) StateFor(t Target) State {
 	return h.State
 }
 
-// Options configure a Tracker.
+// Options configure the state New returns, and every state folded from it.
 type Options struct {
 	Zone string           // the client's zone; "" means unset
 	Now  func() time.Time // clock for HostStatus.Since; nil means time.Now
 }
 
-// Tracker folds observations about a changing set of hosts into rankings,
-// one per target.
+// New returns the state of hosts, every one Unknown, ranked for every
+// target. The slice is copied.
 //
-// Hosts are identified by address. [Tracker.SetHosts] replaces the set: a
-// host that stays keeps what was learnt about it, a new one starts Unknown.
-// Observations about an address the tracker does not hold are ignored (the
-// host was removed while a call on it was in flight).
-//
-// Readers take a [Snapshot], which never changes and never blocks. Writers
-// (SetHosts and the Observe methods) take a mutex, build a new snapshot with
-// every target's ranking precomputed, publish it, and close the previous
-// snapshot's Changed channel. Observations that change nothing return
-// without locking or allocating.
-//
-// All methods are safe for concurrent use.
-type Tracker struct {
-	zone string
-	now  func() time.Time
-
-	// mu serializes writers: it guards the load-modify-publish of snap so
-	// that two observations never build on the same old snapshot and lose
-	// one another. Readers do not take it. No I/O while held.
-	mu sync.Mutex
-	// snap is the current view. A published snapshot is never modified.
-	snap atomic.Pointer[Snapshot]
-}
-
-// NewTracker returns a Tracker for hosts, every one Unknown. The slice is
-// copied.
-func NewTracker(hosts []Host, opts Options) *Tracker {
-	t := &Tracker{zone: opts.Zone, now: opts.Now}
-	if t.now == nil {
-		t.now = time.Now
+// A Snapshot is a value: the Observe methods and SetHosts return the state
+// that follows from it, and never modify it. They return the receiver
+// itself when the observation changes nothing, so a caller can tell a
+// change by comparing pointers. Whoever folds observations into a state
+// keeps the current one and serializes its folds; the Snapshot has no lock
+// of its own.
+func New(hosts []Host, opts Options) *Snapshot {
+	s := &Snapshot{zone: opts.Zone, now: opts.Now}
+	if s.now == nil {
+		s.now = time.Now
 	}
-	t.publish(t.statuses(hosts, nil), false)
-	return t
+	return s.next(s.statuses(hosts), false)
 }
 
-// Snapshot returns the current view of every host.
-func (t *Tracker) Snapshot() *Snapshot { return t.snap.Load() }
-
-// SetHosts makes hosts the tracked set, in the given order (which breaks
-// ties in the rankings). A host already tracked keeps its state, role and
-// advertised zone, and takes the new claimed role; a configured zone in
-// hosts replaces the known one. A new host starts Unknown. Hosts missing
-// from hosts are forgotten.
-func (t *Tracker) SetHosts(hosts []Host) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.snap.Load()
-	hs := t.statuses(hosts, s)
+// SetHosts returns the state with hosts as the tracked set, in the given
+// order (which breaks ties in the rankings). A host already tracked keeps
+// its state, role and advertised zone, and takes the new claimed role; a
+// configured zone in hosts replaces the known one. A new host starts
+// Unknown. Hosts missing from hosts are forgotten.
+func (s *Snapshot) SetHosts(hosts []Host) *Snapshot {
+	hs := s.statuses(hosts)
 	if slices.Equal(hs, s.hosts) {
-		return // a source that repeats itself wakes nobody
+		return s // a source that repeats itself changes nothing
 	}
-	t.publish(hs, s.outage)
+	return s.next(hs, s.outage)
 }
 
-// statuses builds the host list for hosts, carrying over what old knows.
-func (t *Tracker) statuses(hosts []Host, old *Snapshot) []HostStatus {
-	now := t.now()
+// statuses builds the host list for hosts, carrying over what s knows.
+func (s *Snapshot) statuses(hosts []Host) []HostStatus {
+	now := s.now()
 	hs := make([]HostStatus, 0, len(hosts))
 	for _, h := range hosts {
 		if slices.ContainsFunc(hs, func(x HostStatus) bool { return x.Addr == h.Addr }) {
 			continue // the first entry of an address wins
 		}
 		st := HostStatus{Addr: h.Addr, State: Unknown, Zone: h.Zone, Claimed: h.Claimed, Since: now}
-		if old != nil {
-			if i, ok := old.index[h.Addr]; ok {
-				st = old.hosts[i]
-				st.Claimed = h.Claimed
-				if h.Zone != "" {
-					st.Zone = h.Zone
-				}
+		if i, ok := s.index[h.Addr]; ok {
+			st = s.hosts[i]
+			st.Claimed = h.Claimed
+			if h.Zone != "" {
+				st.Zone = h.Zone
 			}
 		}
 		hs = append(hs, st)
@@ -146,54 +115,52 @@ func (t *Tracker) statuses(hosts []Host, old *Snapshot) []HostStatus {
 	return hs
 }
 
-// ObserveConnect records that a connect, probe or query on addr succeeded
-// and that the server reported role. The host becomes Healthy.
+// ObserveConnect returns the state after a connect, probe or query on addr
+// succeeded and the server reported role. The host becomes Healthy.
 //
 // A connect that brings a host back from a failure (TransientReject or
 // TransportError) ends the current outage. One on a host that was only
 // Unknown does not: the outage's own reset makes hosts of other zones
 // Unknown, and their next probe is no recovery.
-func (t *Tracker) ObserveConnect(addr string, role Role) {
-	s := t.snap.Load()
+func (s *Snapshot) ObserveConnect(addr string, role Role) *Snapshot {
 	if i, ok := s.index[addr]; !ok || (s.hosts[i].State == Healthy && s.hosts[i].Role == role) {
-		return // nothing changes: a connect that recovers nothing leaves an outage as it is
+		return s // nothing changes: a connect that recovers nothing leaves an outage as it is
 	}
-	t.update(addr, func(h *HostStatus, outage bool) bool {
+	return s.update(addr, func(h *HostStatus, outage bool) bool {
 		recovered := h.State > Unknown
-		t.set(h, Healthy, role)
+		s.set(h, Healthy, role)
 		return outage && !recovered
 	})
 }
 
-// ObserveZone records the zone the server at addr advertised. An empty zone
-// means nothing was advertised and changes nothing: the known zone,
-// configured or advertised earlier, stays until a different one is
-// advertised.
-func (t *Tracker) ObserveZone(addr, zone string) {
-	s := t.snap.Load()
+// ObserveZone returns the state after the server at addr advertised zone.
+// An empty zone means nothing was advertised and changes nothing: the
+// known zone, configured or advertised earlier, stays until a different
+// one is advertised.
+func (s *Snapshot) ObserveZone(addr, zone string) *Snapshot {
 	if i, ok := s.index[addr]; !ok || zone == "" || s.hosts[i].Zone == zone {
-		return
+		return s
 	}
-	t.update(addr, func(h *HostStatus, outage bool) bool {
+	return s.update(addr, func(h *HostStatus, outage bool) bool {
 		h.Zone = zone
 		return outage
 	})
 }
 
-// ObserveFailure records a failure on addr classified as c (see Classify).
-// Transient makes the host TransientReject and Transport makes it
-// TransportError; both keep its last known role. Topology means the server
-// answered but refused the work for its role, which for this library is a
-// write refused by a read-only server: the host is reachable (Healthy) and
-// in the replica role. Report a role the server stated with ObserveConnect
-// instead. Terminal and NotFailover are not about the host and change
-// nothing.
+// ObserveFailure returns the state after a failure on addr classified as c
+// (see Classify). Transient makes the host TransientReject and Transport
+// makes it TransportError; both keep its last known role. Topology means
+// the server answered but refused the work for its role, which for this
+// library is a write refused by a read-only server: the host is reachable
+// (Healthy) and in the replica role. Report a role the server stated with
+// ObserveConnect instead. Terminal and NotFailover are not about the host
+// and change nothing.
 //
 // The first failure after a success starts a new outage. At that moment
 // every Healthy host known to be in another zone than the client's is reset
 // to Unknown, so that a walk tries local hosts again before settling on a
 // remote one.
-func (t *Tracker) ObserveFailure(addr string, c Class) {
+func (s *Snapshot) ObserveFailure(addr string, c Class) *Snapshot {
 	var want State
 	role := RoleUnknown // unchanged
 	switch c {
@@ -204,59 +171,56 @@ func (t *Tracker) ObserveFailure(addr string, c Class) {
 	case Transport:
 		want = TransportError
 	default:
-		return
+		return s
 	}
-	if s := t.snap.Load(); s.outage {
+	if s.outage {
 		if i, ok := s.index[addr]; !ok || (s.hosts[i].State == want && (role == RoleUnknown || s.hosts[i].Role == role)) {
-			return
+			return s
 		}
 	}
-	t.update(addr, func(h *HostStatus, outage bool) bool {
+	return s.update(addr, func(h *HostStatus, outage bool) bool {
 		if role == RoleUnknown {
 			role = h.Role
 		}
-		t.set(h, want, role)
+		s.set(h, want, role)
 		return true
 	})
 }
 
-// update applies change to the host at addr in a new snapshot. change
-// returns whether an outage is under way afterwards. A new outage resets the
-// Healthy hosts of other zones.
-func (t *Tracker) update(addr string, change func(h *HostStatus, outage bool) bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.snap.Load()
+// update returns the state with change applied to the host at addr. change
+// returns whether an outage is under way afterwards. A new outage resets
+// the Healthy hosts of other zones.
+func (s *Snapshot) update(addr string, change func(h *HostStatus, outage bool) bool) *Snapshot {
 	i, ok := s.index[addr]
 	if !ok {
-		return
+		return s
 	}
 	hs := slices.Clone(s.hosts)
 	outage := change(&hs[i], s.outage)
 	if hs[i] == s.hosts[i] && outage == s.outage {
-		return // a racing observer already recorded the same
+		return s
 	}
 	if outage && !s.outage {
 		for j := range hs {
-			if j != i && hs[j].State == Healthy && t.tierOf(TargetAny, hs[j].Zone) == TierOther {
-				t.set(&hs[j], Unknown, hs[j].Role)
+			if j != i && hs[j].State == Healthy && s.tierOf(TargetAny, hs[j].Zone) == TierOther {
+				s.set(&hs[j], Unknown, hs[j].Role)
 			}
 		}
 	}
-	t.publish(hs, outage)
+	return s.next(hs, outage)
 }
 
-// set moves h to state and role, stamping Since when either changes.
-// Called with mu held, on a host slice not yet published.
-func (t *Tracker) set(h *HostStatus, state State, role Role) {
+// set moves h to state and role, stamping Since when either changes. h is
+// in a host slice not yet published.
+func (s *Snapshot) set(h *HostStatus, state State, role Role) {
 	if h.State != state || h.Role != role {
 		h.State, h.Role = state, role
-		h.Since = t.now()
+		h.Since = s.now()
 	}
 }
 
 // tierOf returns the tier, for target, of a host whose known zone is zone.
-func (t *Tracker) tierOf(target Target, zone string) Tier { return ZoneTier(target, t.zone, zone) }
+func (s *Snapshot) tierOf(target Target, zone string) Tier { return ZoneTier(target, s.zone, zone) }
 
 // ZoneTier returns the tier, for target, of a host in hostZone seen from a
 // client in clientZone ("" for unknown or unset).
@@ -275,26 +239,24 @@ func ZoneTier(target Target, clientZone, hostZone string) Tier {
 	}
 }
 
-// publish ranks hs for every target, makes it the current snapshot and
-// tells the waiters of the previous one. hs must not be modified
-// afterwards. Called with mu held, or before t is shared.
-func (t *Tracker) publish(hs []HostStatus, outage bool) {
-	s := &Snapshot{hosts: hs, outage: outage, changed: make(chan struct{}), index: make(map[string]int, len(hs))}
+// next returns the state holding hs, ranked for every target. hs must not
+// be modified afterwards.
+func (s *Snapshot) next(hs []HostStatus, outage bool) *Snapshot {
+	n := &Snapshot{zone: s.zone, now: s.now, hosts: hs, outage: outage, index: make(map[string]int, len(hs))}
 	for i, h := range hs {
-		s.index[h.Addr] = i
+		n.index[h.Addr] = i
 	}
-	for target := range s.order {
-		s.order[target], s.states[target] = t.rank(hs, Target(target))
+	for target := range n.order {
+		n.order[target], n.states[target] = n.rank(Target(target))
 	}
-	if old := t.snap.Swap(s); old != nil {
-		close(old.changed)
-	}
+	return n
 }
 
-// rank returns the host indexes of hs sorted by (ranking state, tier) for
+// rank returns the host indexes of s sorted by (ranking state, tier) for
 // target, keeping the given order among equals, and each host's ranking
 // state.
-func (t *Tracker) rank(hs []HostStatus, target Target) (order []int, states []State) {
+func (s *Snapshot) rank(target Target) (order []int, states []State) {
+	hs := s.hosts
 	states = make([]State, len(hs))
 	demotePrimaries := false
 	for i, h := range hs {
@@ -311,7 +273,7 @@ func (t *Tracker) rank(hs []HostStatus, target Target) (order []int, states []St
 		if demotePrimaries && h.role() == RolePrimary {
 			states[i] = TopologyReject
 		}
-		keys[i] = int(states[i])*numTiers + int(t.tierOf(target, h.Zone))
+		keys[i] = int(states[i])*numTiers + int(s.tierOf(target, h.Zone))
 		start[keys[i]+1]++
 	}
 	for k := 1; k < len(start); k++ {
@@ -329,16 +291,18 @@ func (t *Tracker) rank(hs []HostStatus, target Target) (order []int, states []St
 const numTargets = int(TargetPreferReplica) + 1
 
 // Snapshot is an immutable view of every host, with each target's ranking
-// already computed. Host indexes are positions in this snapshot only: the
-// next snapshot may hold other hosts, so keep addresses, not indexes,
-// across snapshots.
+// already computed: the state that New and the observations folded into it
+// since give. Host indexes are positions in this snapshot only: the next
+// snapshot may hold other hosts, so keep addresses, not indexes, across
+// snapshots.
 type Snapshot struct {
-	hosts   []HostStatus // in the order given to SetHosts
-	index   map[string]int
-	order   [numTargets][]int
-	states  [numTargets][]State
-	outage  bool          // a failure was seen and no host recovered since
-	changed chan struct{} // closed when a newer snapshot is published
+	zone   string           // the client's zone (Options.Zone)
+	now    func() time.Time // the clock (Options.Now)
+	hosts  []HostStatus     // in the order given to SetHosts
+	index  map[string]int
+	order  [numTargets][]int
+	states [numTargets][]State
+	outage bool // a failure was seen and no host recovered since
 }
 
 // Len returns the number of hosts.
@@ -383,9 +347,3 @@ func (s *Snapshot) State(i int, target Target) State { return s.states[target][i
 // Usable reports whether host i can take a call for target now: its State
 // is Healthy or Unknown.
 func (s *Snapshot) Usable(i int, target Target) bool { return s.states[target][i] <= Unknown }
-
-// Changed returns a channel that is closed once a newer snapshot has been
-// published. A caller waiting for the hosts to change takes a snapshot,
-// finds nothing usable in it, and waits on its Changed channel: no change
-// can slip between the two.
-func (s *Snapshot) Changed() <-chan struct{} { return s.changed }

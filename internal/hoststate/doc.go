@@ -1,0 +1,35 @@
+// Package hoststate owns what a Pool knows of its hosts, and publishes the
+// routing value its calls pick hosts from.
+//
+// Every observation of a host enters through [Owner.Observe]: a call's
+// failure, a login or a connection that states the server's role, a
+// refused dial, a probe's answer or silence, a replica's replay position
+// seen on one of its connections. A new host set, from the connection
+// string and a topology source, enters through [Owner.SetTable]. The owner
+// folds the observation into the hosts' health ([hosthealth.Snapshot]) and
+// the replicas' freshness ([replica.Book]), publishes one immutable
+// [Routes] when anything a pick reads changed, and returns what changed:
+// the observed host's status before and after, whether its server now
+// stands in a role the Pool's target does not accept, each host's change
+// and the end of an outage. The caller acts on that (logs, metrics,
+// closing connections, telling the steerer and the topology source); no
+// one else writes host state or publishes routes.
+//
+// # Order
+//
+// Each host has an epoch: how many failover events were recorded on it.
+// An observation that says the server answered (a login, a probe) carries
+// the epoch it began in ([Owner.Epoch]); when the host failed since, the
+// answer is older news than the failure and is dropped. A server shutting
+// down can answer a question it was asked before it began to, and a login
+// that began before a crash can complete after it.
+//
+// # Readers
+//
+// [Owner.Routes] is one atomic load; the value it returns is never
+// modified. Each target's usable hosts are ranked when it is built, so a
+// pick neither locks nor allocates. A caller that finds no host it can use
+// waits on the Moved channel of the Routes it looked at (or Changed, when
+// it also reads the replicas' freshness): no change can slip between the
+// look and the wait.
+package hoststate

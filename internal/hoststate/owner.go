@@ -1,0 +1,340 @@
+package hoststate
+
+import (
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/probe"
+	"github.com/pgfailover/pgfailover/replica"
+)
+
+// historySize is how many primary samples the lag book keeps, and
+// sampleSpacing the least time between two kept samples whose positions
+// differ. While calls wait for a host every server may be probed every few
+// milliseconds; the spacing keeps the history covering at least
+// historySize*sampleSpacing (about 13 s) even then, and the whole probe
+// interval times historySize otherwise.
+const (
+	historySize   = 256
+	sampleSpacing = 50 * time.Millisecond
+)
+
+// Options configure an Owner.
+type Options struct {
+	Target hosthealth.Target // the Pool's target
+	Zone   string            // the client's zone; "" means unset
+	Now    func() time.Time  // the Pool's clock; nil means time.Now
+}
+
+// Owner owns the host state of one Pool: health, freshness, epochs, the
+// host table and the outage under way. It is safe for concurrent use.
+type Owner[T any] struct {
+	target hosthealth.Target
+	zone   string
+	now    func() time.Time
+
+	// mu serializes every write: Observe and SetTable. No I/O while held.
+	mu     sync.Mutex
+	lag    *replica.Book // the replicas' freshness; guarded by mu
+	outage *Outage[T]    // while the target has no usable host; guarded by mu
+	// cur is the published Routes. Readers load it without locking.
+	cur atomic.Pointer[Routes[T]]
+}
+
+// New returns the Owner of a Pool that has no hosts yet.
+func New[T any](opts Options) *Owner[T] {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	o := &Owner[T]{target: opts.Target, zone: opts.Zone, now: opts.Now, lag: replica.NewBook(historySize, sampleSpacing)}
+	health := hosthealth.New(nil, hosthealth.Options{Zone: opts.Zone, Now: opts.Now})
+	rs := build(health, &Table[T]{}, nil, opts.Target, opts.Zone)
+	rs.Moved, rs.Changed = make(chan struct{}), make(chan struct{})
+	o.cur.Store(rs)
+	return o
+}
+
+// Routes returns the current routing value. It never blocks.
+func (o *Owner[T]) Routes() *Routes[T] { return o.cur.Load() }
+
+// Epoch returns the epoch of the host at addr: the failover events
+// recorded on it so far. An observation of the host takes it when it
+// begins.
+func (o *Owner[T]) Epoch(addr string) uint64 {
+	if e := o.cur.Load().epochs[addr]; e != nil {
+		return e.Load()
+	}
+	return 0
+}
+
+// Stale reports whether an observation of the host at addr that began at
+// epoch since is older than the host's latest failure.
+func (o *Owner[T]) Stale(addr string, since uint64) bool { return o.Epoch(addr) != since }
+
+// Kind says what an Observation reports.
+type Kind uint8
+
+const (
+	// Failed: a failover event of Class on the host, met by a call, a
+	// dial or a login. A Topology failure (a write refused by a read-only
+	// server) says the server answered in the replica role.
+	Failed Kind = iota + 1
+	// Answered: the server stated its Role (a login, a connection that
+	// reports a new role). Dropped when the host failed after Since.
+	Answered
+	// Probed: a probe's outcome, answer or failure (Probe). An answer is
+	// dropped when the host failed after Since.
+	Probed
+	// Replayed: a replica was seen, on one of its connections, to have
+	// replayed at least LSN.
+	Replayed
+	// Looked: a look at a replica on one of its connections (Report).
+	Looked
+)
+
+// Observation is one thing learnt about the host at Addr.
+type Observation struct {
+	Kind  Kind
+	Addr  string
+	Since uint64           // Answered, Probed: the host's epoch when it began
+	Class hosthealth.Class // Failed
+	Role  hosthealth.Role  // Answered
+	Probe probe.Result     // Probed
+	LSN   replica.LSN      // Replayed
+	// Report is what a look found (Looked).
+	Report replica.Report
+}
+
+// Result is what an observation changed.
+type Result[T any] struct {
+	// Dropped is set when the observation was older than the host's
+	// latest failure, or about a host not in the set: nothing was applied.
+	Dropped bool
+	// Before and After are the host's status around the observation.
+	Before, After hosthealth.HostStatus
+	// Demoted is set when the server stated a role the target does not
+	// accept, and the host was not known in that role: its connections
+	// for the target should go.
+	Demoted bool
+	News[T]
+}
+
+// News is what one publication of the Routes changed, for the caller to
+// log and record. An observation that changed nothing routing reads has
+// none.
+type News[T any] struct {
+	Changes []Change
+	// Ended is set when the target had no usable host and has one
+	// again: a failover, or a recovery, ended.
+	Ended *Outage[T]
+	At    time.Time // when the Routes were published, on the Owner's clock
+}
+
+// Change is one host's status before and after a publication. A host
+// added has Added set; one removed, Removed.
+type Change struct {
+	Before, After  hosthealth.HostStatus
+	Added, Removed bool
+}
+
+// Outage is a time during which the target had no usable host: it starts
+// when the last usable host fails, and ends when a host is usable again.
+type Outage[T any] struct {
+	Host  *T // the host the calls were using when it began
+	Since time.Time
+}
+
+// Observe applies one observation and publishes what it changed.
+func (o *Owner[T]) Observe(ob Observation) Result[T] {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := o.cur.Load()
+	var res Result[T]
+	epoch := old.epochs[ob.Addr]
+	st, ok := old.Status(ob.Addr)
+	if !ok || epoch == nil {
+		res.Dropped = true
+		return res
+	}
+	res.Before = st
+	health, lagChanged := old.Health, false
+	answered := func(role hosthealth.Role, since uint64) bool {
+		if epoch.Load() != since {
+			return false
+		}
+		health = health.ObserveConnect(ob.Addr, role)
+		res.Demoted = role != st.Role && !o.target.Accepts(role)
+		return true
+	}
+	failed := func(c hosthealth.Class) {
+		epoch.Add(1)
+		health = health.ObserveFailure(ob.Addr, c)
+	}
+	switch ob.Kind {
+	case Failed:
+		switch ob.Class {
+		case hosthealth.Topology:
+			answered(hosthealth.RoleReplica, epoch.Load())
+		case hosthealth.NotFailover:
+		default:
+			failed(ob.Class)
+		}
+	case Answered:
+		res.Dropped = !answered(ob.Role, ob.Since)
+	case Probed:
+		r := ob.Probe
+		if r.Err != nil {
+			if c := hosthealth.Classify(r.Err); c != hosthealth.NotFailover {
+				failed(c)
+			}
+			lagChanged = o.lag.Unknown(ob.Addr) // unknown until a probe says otherwise
+			break
+		}
+		if !answered(r.Role, ob.Since) {
+			res.Dropped = true
+			break
+		}
+		health = health.ObserveZone(ob.Addr, r.Zone)
+		switch r.Role {
+		case hosthealth.RoleUnknown:
+			lagChanged = o.lag.Unknown(ob.Addr)
+		case hosthealth.RolePrimary:
+			lagChanged = o.lag.Primary(ob.Addr, r.WAL, r.Asked, r.Sync)
+		default:
+			lagChanged = o.lag.Replica(ob.Addr, replica.Report{At: r.Asked, Replayed: r.WAL, Received: r.Received, Receiving: r.Receiving})
+		}
+	case Replayed:
+		lagChanged = o.lag.Raise(ob.Addr, ob.LSN)
+	case Looked:
+		lagChanged = o.lag.Look(ob.Addr, ob.Report)
+	}
+	res.News = o.publish(old, health, old.Table, old.epochs, lagChanged)
+	res.After, _ = o.cur.Load().Status(ob.Addr)
+	return res
+}
+
+// SetTable makes table the host table and hosts the host set, in one
+// publication: no Routes pairs a table with another set's health. A host
+// that stays keeps its state and epoch; a new one starts Unknown; what the
+// lag book knows of a host that left the table is dropped.
+func (o *Owner[T]) SetTable(table *Table[T], hosts []hosthealth.Host) News[T] {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := o.cur.Load()
+	health := old.Health.SetHosts(hosts)
+	epochs := old.epochs
+	if health != old.Health {
+		epochs = make(map[string]*atomic.Uint64, health.Len())
+		for i := range health.Len() {
+			addr := health.Host(i).Addr
+			if epochs[addr] = old.epochs[addr]; epochs[addr] == nil {
+				epochs[addr] = new(atomic.Uint64)
+			}
+		}
+	}
+	forgot := false
+	for addr := range old.Table.ByAddr {
+		if table.ByAddr[addr] == nil {
+			forgot = o.lag.Forget(addr) || forgot
+		}
+	}
+	return o.publish(old, health, table, epochs, forgot)
+}
+
+// publish publishes new Routes when an input changed: health, table, or
+// the lag book (lagChanged). mu is held.
+func (o *Owner[T]) publish(old *Routes[T], health *hosthealth.Snapshot, table *Table[T], epochs map[string]*atomic.Uint64, lagChanged bool) News[T] {
+	fresh, freshChanged := old.Fresh, false
+	if lagChanged {
+		if next := o.lag.Candidates(); !maps.Equal(next, fresh) {
+			fresh, freshChanged = next, true
+		}
+	}
+	healthChanged := health != old.Health
+	var next *Routes[T]
+	if !healthChanged && !freshChanged && table == old.Table {
+		// What the replicas hold is derived only while no primary is
+		// usable, the only time the Reader reads it.
+		if !lagChanged || len(old.Ranked[hosthealth.TargetPrimary]) > 0 {
+			return News[T]{} // nothing routing reads changed
+		}
+		n := *old
+		next = &n
+	} else {
+		next = build(health, table, fresh, o.target, o.zone)
+	}
+	next.epochs = epochs
+	next.Outage = nil
+	if len(next.Ranked[hosthealth.TargetPrimary]) == 0 {
+		next.Outage = old.Outage
+		if lagChanged || healthChanged || old.Outage == nil {
+			next.Outage = o.lag.Outage()
+		}
+	}
+	readsChanged := healthChanged || freshChanged || next.Outage != old.Outage
+	next.Moved, next.Changed = old.Moved, old.Changed
+	if healthChanged {
+		next.Moved = make(chan struct{})
+	}
+	if readsChanged {
+		next.Changed = make(chan struct{})
+	}
+	o.cur.Store(next)
+	if healthChanged {
+		close(old.Moved)
+	}
+	if readsChanged {
+		close(old.Changed)
+	}
+	if !healthChanged {
+		return News[T]{}
+	}
+	now := o.now()
+	return News[T]{Changes: diff(old, next), Ended: o.trackOutage(old, next, now), At: now}
+}
+
+// trackOutage starts or ends the outage after a publication from old to
+// next. mu is held. It returns the outage that ended, if one did.
+func (o *Owner[T]) trackOutage(old, next *Routes[T], now time.Time) *Outage[T] {
+	hadHost, hasHost := len(old.Ranked[o.target]) > 0, len(next.Ranked[o.target]) > 0
+	switch {
+	case hadHost && !hasHost && o.outage == nil:
+		// The host that failed: the one the calls were using.
+		o.outage = &Outage[T]{Host: old.Ranked[o.target][0], Since: now}
+	case hasHost && o.outage != nil:
+		ended := o.outage
+		o.outage = nil
+		return ended
+	}
+	return nil
+}
+
+// diff compares the health of two Routes. The first host table of an
+// Owner reports no hosts added.
+func diff[T any](old, next *Routes[T]) []Change {
+	var out []Change
+	first := len(old.Table.List) == 0
+	for i := range next.Health.Len() {
+		after := next.Health.Host(i)
+		before, ok := old.Status(after.Addr)
+		if !ok {
+			if !first {
+				out = append(out, Change{After: after, Added: true})
+			}
+			continue
+		}
+		if before.State != after.State || before.Role != after.Role {
+			out = append(out, Change{Before: before, After: after})
+		}
+	}
+	for i := range old.Health.Len() {
+		before := old.Health.Host(i)
+		if _, ok := next.Health.Lookup(before.Addr); !ok {
+			out = append(out, Change{Before: before, Removed: true})
+		}
+	}
+	return out
+}
