@@ -39,10 +39,10 @@ type tracker struct{ s *Snapshot }
 
 func newTracker(hosts []Host, opts Options) *tracker { return &tracker{s: New(hosts, opts)} }
 
-func (t *tracker) Snapshot() *Snapshot               { return t.s }
-func (t *tracker) SetHosts(hosts []Host)             { t.s = t.s.SetHosts(hosts) }
+func (t *tracker) Snapshot() *Snapshot                { return t.s }
+func (t *tracker) SetHosts(hosts []Host)              { t.s = t.s.SetHosts(hosts) }
 func (t *tracker) ObserveConnect(addr string, r Role) { t.s = t.s.ObserveConnect(addr, r) }
-func (t *tracker) ObserveZone(addr, zone string)     { t.s = t.s.ObserveZone(addr, zone) }
+func (t *tracker) ObserveZone(addr, zone string)      { t.s = t.s.ObserveZone(addr, zone) }
 func (t *tracker) ObserveFailure(addr string, c Class) {
 	t.s = t.s.ObserveFailure(addr, c)
 }
@@ -156,7 +156,6 @@ func facts(s *Snapshot) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
 
 func TestStateFor(t *testing.T) {
 	const (
