@@ -2,7 +2,6 @@ package failovertest
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/pgfailover/pgfailover/internal/pgtest"
@@ -35,17 +34,8 @@ func (c *Cluster) CrashPrimary(ctx context.Context) (*Node, error) {
 func (c *Cluster) Failover(ctx context.Context, promoteAfter time.Duration) (*Node, error) {
 	c.drill.Lock()
 	defer c.drill.Unlock()
-	if err := c.pc.Primary().Stop(ctx, pgtest.Immediate); err != nil {
-		return nil, err
-	}
-	if err := pgtest.Sleep(ctx, promoteAfter); err != nil {
-		return nil, fmt.Errorf("failovertest: waiting to promote: %w", err)
-	}
-	best, err := c.pc.BestStandby(ctx)
+	best, err := c.pc.FailoverToBest(ctx, promoteAfter)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.promote(ctx, best); err != nil {
 		return nil, err
 	}
 	return c.by[best], nil

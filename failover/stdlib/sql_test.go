@@ -97,7 +97,7 @@ func (w *writers) okCount() int {
 
 func TestOpenDBThroughKillAndPromote(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
+	c := failovertest.Start(t, failovertest.Replicas(2), failovertest.SyncReplication())
 	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
 
 	w := startWriters(t, ctx, db, 3)
@@ -105,7 +105,7 @@ func TestOpenDBThroughKillAndPromote(t *testing.T) {
 	// The standby that received the most WAL is promoted: under
 	// 'ANY 1 (*)' an acknowledged commit is on one standby, not
 	// necessarily on a given one.
-	promoted, err := c.FailoverToBest(ctx)
+	promoted, err := c.Failover(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,22 +113,18 @@ func TestOpenDBThroughKillAndPromote(t *testing.T) {
 	waitUntil(t, 30*time.Second, "writes on the new primary", func() bool { return w.okCount() >= before+50 })
 	w.halt()
 
-	var port int
-	if err := db.QueryRowContext(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil {
+	// Each server's cluster_name is its node's name.
+	var name string
+	if err := db.QueryRowContext(ctx, "SHOW cluster_name").Scan(&name); err != nil {
 		t.Fatal(err)
 	}
-	if port != promoted.Port() {
-		t.Fatalf("database/sql writes to port %d, want the new primary's %d", port, promoted.Port())
+	if name != promoted.Name() {
+		t.Fatalf("database/sql writes to %s, want the new primary %s", name, promoted)
 	}
 
 	// Synchronous replication keeps every acknowledged write. The table has
 	// no key, so a write database/sql ran twice would show up twice.
-	conn, err := promoted.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := w.ledger.Check(ctx, conn, "writes", "id"); err != nil {
+	if _, err := w.ledger.Check(ctx, promoted, "writes", "id"); err != nil {
 		t.Error(err)
 	}
 	// A write cut in flight says its outcome is unknown; no other failure

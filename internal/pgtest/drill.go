@@ -293,14 +293,17 @@ func (c *Cluster) Failover(ctx context.Context, to *Node) error {
 }
 
 // FailoverToBest simulates losing the primary the way a failover manager
-// handles it: the primary is stopped immediately, the standby that received
-// the most WAL is promoted (so no commit acknowledged under synchronous
-// replication is lost), and the other standbys follow it. It returns the new
-// primary.
-func (c *Cluster) FailoverToBest(ctx context.Context) (*Node, error) {
+// handles it: the primary is stopped immediately, nothing is promoted for
+// promoteAfter, then the standby that received the most WAL is promoted (so
+// no commit acknowledged under synchronous replication is lost), and the
+// other standbys follow it. It returns the new primary.
+func (c *Cluster) FailoverToBest(ctx context.Context, promoteAfter time.Duration) (*Node, error) {
 	old := c.Primary()
 	if err := old.Stop(ctx, Immediate); err != nil {
 		return nil, err
+	}
+	if err := Sleep(ctx, promoteAfter); err != nil {
+		return nil, fmt.Errorf("pgtest: waiting to promote: %w", err)
 	}
 	best, err := c.BestStandby(ctx)
 	if err != nil {

@@ -103,7 +103,7 @@ func drill(c *pgtest.Cluster) http.Handler {
 	mux.HandleFunc("POST /failover", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		next, err := c.FailoverToBest(r.Context())
+		next, err := c.FailoverToBest(r.Context(), 0)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
