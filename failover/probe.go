@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
@@ -31,84 +30,34 @@ func (p *Pool) probeTimeout() time.Duration {
 	return p.cfg.probeConnectTimeout
 }
 
-// probeAll probes every host and records what it finds. It fails with
-// ErrNoHost, listing every host's outcome, when no host is reachable in a
-// role the target accepts.
-//
-// Credentials hold cluster-wide, as pgx assumes when it stops at the first
-// 28P01, so they are tried on one host at a time until a server has
-// settled them: the hosts are probed in order, each alone, until one logs
-// in (then the rest are probed in parallel) or refuses the credentials
-// (then New returns that refusal, and no other host sees the password). A
-// host that cannot be reached settles nothing and passes the turn at once;
-// one whose server has sent nothing after firstProbeLead passes it, and is
-// still waited for. One whose server has spoken keeps the turn until its
-// probe ends, however loaded the server or the client: a slow login is
-// not a host that is gone.
+// probeAll probes every host and records what it finds, one host at a
+// time until the credentials are settled (probe.First). It fails with the
+// refusal when a server refused the credentials, and with ErrNoHost,
+// listing every host's outcome, when no host is reachable in a role the
+// target accepts.
 func (p *Pool) probeAll(ctx context.Context) error {
 	hosts := p.state.Routes().Table.List
 	if len(hosts) == 0 {
 		return &FailoverError{Kind: ErrNoHost}
 	}
 	results := make([]probeResult, len(hosts))
-	done := make(chan int, len(hosts))
-	var wg sync.WaitGroup
-	probe := func(i int) {
+	ran, refused := probe.First(ctx, p.clock, len(hosts), func(i int) error {
 		hosts[i].probes.Add(1)
-		wg.Go(func() {
-			results[i] = p.probeOnce(ctx, hosts[i], probe.Watch{})
-			done <- i
-		})
+		results[i] = p.probeOnce(ctx, hosts[i], probe.Watch{})
+		return results[i].Err
+	}, func(i int) bool { return hosts[i].socks.Answered() })
+	for i := range ran {
+		p.probed(hosts[i], results[i])
 	}
-	next := 0
-	for settled := false; !settled && next < len(hosts); {
-		probe(next)
-		next++
-		t := p.clock.NewTimer(firstProbeLead)
-	turn:
-		for {
-			select {
-			case i := <-done:
-				switch {
-				case results[i].Err == nil:
-					settled = true
-				case hosthealth.Classify(results[i].Err) == hosthealth.Terminal:
-					t.Stop()
-					wg.Wait()
-					for j := range next {
-						p.probed(hosts[j], results[j])
-					}
-					return &HostError{Addr: hosts[i].addr, Err: results[i].Err}
-				case i != next-1:
-					// An earlier host, whose turn had passed, settled
-					// nothing: the current one keeps its turn.
-					continue
-				}
-				// Settled, or the current host settled nothing (it could
-				// not be reached): the turn ends.
-				break turn
-			case <-t.C():
-				if !hosts[next-1].socks.Answered() {
-					break turn
-				}
-				// The server speaks: it is slow, not gone, and will
-				// settle the credentials within the probe's timeout.
-				t = p.clock.NewTimer(firstProbeLead)
-			}
-		}
-		t.Stop()
+	if refused >= 0 {
+		return &HostError{Addr: hosts[refused].addr, Err: results[refused].Err}
 	}
-	for ; next < len(hosts); next++ {
-		probe(next)
-	}
-	wg.Wait()
 
 	fe := &FailoverError{Kind: ErrNoHost}
 	var terminal *HostError
 	usable := false
 	for i, r := range results {
 		h := hosts[i]
-		p.probed(h, r)
 		switch {
 		case r.Err != nil:
 			fe.Hosts = append(fe.Hosts, HostError{Addr: h.addr, Err: r.Err})
@@ -133,11 +82,6 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	}
 	return fe
 }
-
-// firstProbeLead is how long New waits for the server of a host whose
-// probe has not ended to send something before it hands the turn to the
-// next host.
-const firstProbeLead = 500 * time.Millisecond
 
 // probeOnce runs one probe of host h. Its result carries the host's epoch
 // as the probe began, so that an answer that arrives after a newer failure
@@ -186,13 +130,12 @@ func (p *Pool) probed(h *hostPool, r probeResult) {
 	}
 }
 
-// startProbe starts h's probe loop, on the schedule probe.Schedule
-// describes: every health_probe_interval while no call waits, faster while
-// calls wait for a usable host, with a backoff of its own while the host
-// cannot be reached, and at once when the topology source names it the
-// new primary (see hintPrimary). The loop ends, and closes its
-// connection, when the Pool closes or h leaves the topology. Called with
-// topoMu held.
+// startProbe starts h's probe loop (probe.Loop): every
+// health_probe_interval while no call waits, faster while calls wait for a
+// usable host, with a backoff of its own while the host cannot be
+// reached, and at once when the topology source names it the new primary
+// (see hintPrimary). The loop ends, and closes its connection, when the
+// Pool closes or h leaves the topology. Called with topoMu held.
 func (p *Pool) startProbe(h *hostPool) {
 	ctx, stop := context.WithCancel(p.life)
 	h.stopProbe = stop
@@ -201,49 +144,43 @@ func (p *Pool) startProbe(h *hostPool) {
 		p.hints = make(map[string]chan struct{})
 	}
 	p.hints[h.addr] = hint
-	sched := probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Rand: rand.Int64N}
+	loop := probe.Loop{
+		Schedule: probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Rand: rand.Int64N},
+		Clock:    p.clock,
+		Hint:     hint,
+		Host:     probeHost{p, h},
+	}
 	p.bg.Go(func() {
 		defer close(h.probeDone)
 		defer h.probe.Close()
-		st := probe.State{Last: p.clock.Now()}
-		for {
-			// The wake channel is read before the waiters are counted: a
-			// first waiter that arrives in between closes this very
-			// channel, so the probe cannot sleep through it.
-			wake := *p.wake.Load()
-			now := p.clock.Now()
-			w := p.waitState()
-			claimed := p.claimedPrimary(h.addr)
-			at := sched.Next(st, w, claimed, now)
-			if plan := sched.Watch(st, w, claimed, p.watchable(h), now); plan.Checks > 0 {
-				at = sched.AfterWatch(st, plan) // the watch itself waited
-			}
-			why := p.sleepUntil(ctx, at, wake, hint)
-			if why == wakeWaiter {
-				// The first waiter wakes every probe at once, but a
-				// host inside its own backoff waits for its end.
-				why = p.sleepUntil(ctx, sched.Woken(st, p.clock.Now()), nil, hint)
-			}
-			switch why {
-			case wakeStopped:
-				return
-			case wakeHint:
-				st = sched.Hinted(st, p.clock.Now())
-				continue
-			}
-			h.probes.Add(1)
-			st.Began = p.clock.Now()
-			w = p.waitState()
-			plan := sched.Watch(st, w, p.claimedPrimary(h.addr), p.watchable(h), st.Began)
-			if w.Waiting {
-				p.readyForPromotion()
-			}
-			r := p.probeOnce(ctx, h, plan)
-			st = sched.Observe(st, probe.OutcomeOf(r.Err), p.clock.Now())
-			p.probed(h, r)
-			p.dropUnusedStandby(h)
-		}
+		loop.Run(ctx)
 	})
+}
+
+// probeHost is what host h's probe loop needs of the Pool.
+type probeHost struct {
+	p *Pool
+	h *hostPool
+}
+
+func (ph probeHost) Wake() <-chan struct{} { return *ph.p.wake.Load() }
+func (ph probeHost) Wait() probe.Wait      { return ph.p.waitState() }
+func (ph probeHost) ClaimedPrimary() bool  { return ph.p.claimedPrimary(ph.h.addr) }
+func (ph probeHost) Watchable() bool       { return ph.p.watchable(ph.h) }
+
+// Probe runs one probe of the host and records it. While calls wait for a
+// primary, connections are readied on the likeliest standby first
+// (standby.go).
+func (ph probeHost) Probe(ctx context.Context, plan probe.Watch, waiting bool) error {
+	p, h := ph.p, ph.h
+	h.probes.Add(1)
+	if waiting {
+		p.readyForPromotion()
+	}
+	r := p.probeOnce(ctx, h, plan)
+	p.probed(h, r)
+	p.dropUnusedStandby(h)
+	return r.Err
 }
 
 // promotable reports whether host h is a replica, last seen read-only,
@@ -269,48 +206,6 @@ func (p *Pool) awaitsPromotion() bool {
 // can watch for the promotion.
 func (p *Pool) watchable(h *hostPool) bool {
 	return !h.probe.Unwatched() && p.promotable(h)
-}
-
-// wakeup is why a probe loop's sleep ended.
-type wakeup int
-
-const (
-	wakeTimeUp  wakeup = iota // the time it slept until came
-	wakeWaiter                // the first call to wait closed the wake channel
-	wakeHint                  // the topology source named the host the new primary
-	wakeStopped               // the loop's context ended
-)
-
-// sleepUntil waits on the Pool's clock until at, until wake closes or a
-// hint arrives, or until ctx ends, and says which came first. When at has
-// passed it does not wait, but a hint already pending still counts: a
-// replica watched without a pause between its watches (each watch waits
-// itself) must still hear that it was named the primary.
-func (p *Pool) sleepUntil(ctx context.Context, at time.Time, wake, hint <-chan struct{}) wakeup {
-	d := at.Sub(p.clock.Now())
-	if d <= 0 {
-		if ctx.Err() != nil {
-			return wakeStopped
-		}
-		select {
-		case <-hint:
-			return wakeHint
-		default:
-			return wakeTimeUp
-		}
-	}
-	t := p.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return wakeStopped
-	case <-t.C():
-		return wakeTimeUp
-	case <-wake:
-		return wakeWaiter
-	case <-hint:
-		return wakeHint
-	}
 }
 
 // hintPrimary tells the probe loop of the host at addr that the topology

@@ -5,11 +5,14 @@
 // next, given what its last probe found, whether calls wait for a usable
 // host, and whether a topology source names it the primary; and how a
 // probe of a replica that a promotion would make usable waits on the
-// server instead of polling it ([Schedule.Watch]).
+// server instead of polling it ([Schedule.Watch]); the [Loop] that runs
+// one host's probes on that schedule, on an injected clock; and [First],
+// the Pool's first probe of every host, which tries the credentials on
+// one host at a time until a server has settled them.
 //
-// The schedule only computes: the Pool's probe loop passes in its clock's
-// readings and what each probe found, and the jitter is drawn from an
-// injected random source, so that tests drive it on a fake clock. What a
-// probe's answer means for the host (its health, its role, the order of
-// observations) is the Pool's to decide.
+// The schedule only computes: the loop passes in its clock's readings and
+// what each probe found, and the jitter is drawn from an injected random
+// source, so that tests drive it on a fake clock. What a probe's answer
+// means for the host (its health, its role, the order of observations) is
+// the Pool's host state's to decide (internal/hoststate).
 package probe
