@@ -176,7 +176,7 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 		switch {
 		case c.p.closed.Load():
 			return nil, ErrClosed
-		case h.retired.Load(), errors.Is(err, errHostNotUsable):
+		case !c.p.state.Routes().Holds(h.addr, h), errors.Is(err, errHostNotUsable):
 			continue // the host left the topology, or went down, while we waited for it
 		case c.episode && c.ctx.Err() == nil && !c.timeLeft():
 			// The budget, not the host, ended the attempt; what the host

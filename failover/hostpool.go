@@ -68,7 +68,6 @@ type hostPool struct {
 
 	stopProbe context.CancelFunc // ends the probe loop; nil until it starts
 	probeDone chan struct{}      // closed when the probe loop has returned
-	retired   atomic.Bool        // the host left the topology; its pool drains
 	probes    atomic.Int64       // probes sent, for Stat
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
 	server    serverAttrs        // the host's attributes on metric points

@@ -101,7 +101,6 @@ func (p *Pool) wantedHosts() ([]hosthealth.Host, []Host) {
 
 // retire drains a host that left the topology. Called with topoMu held.
 func (p *Pool) retire(h *hostPool) {
-	h.retired.Store(true)
 	delete(p.hints, h.addr)
 	if h.stopProbe != nil {
 		h.stopProbe()
