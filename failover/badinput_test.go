@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgfailover/pgfailover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/internal/probe"
 )
 
@@ -70,21 +71,21 @@ var durationKeys = []struct {
 	get      func(*Config) time.Duration
 	atMost   time.Duration
 }{
-	{keyMaxDuration, true, func(c *Config) time.Duration { return c.MaxDuration }, 0},
-	{keyBackoffInitial, true, func(c *Config) time.Duration { return c.BackoffInitial }, 0},
-	{keyBackoffMax, true, func(c *Config) time.Duration { return c.BackoffMax }, 0},
-	{keyHealthProbeInterval, true, func(c *Config) time.Duration { return c.HealthProbeInterval }, 0},
-	{keyHealthProbeTimeout, true, func(c *Config) time.Duration { return c.HealthProbeTimeout }, 0},
-	{keyHealthProbeWaitMax, true, func(c *Config) time.Duration { return c.HealthProbeWaitMax }, defaultHealthProbeInterval},
-	{keyPinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }, 0},
-	{keyMaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }, 0},
-	{keyReplicaWait, false, func(c *Config) time.Duration { return c.Replica.Wait }, 0},
-	{keyPatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }, 0},
-	{keyQueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.queryWait }, 0},
-	{keyFallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }, 0},
-	{keyFallbackCooldown, true, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }, 0},
-	{keyFallbackLifetime, true, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }, 0},
-	{keyTCPUserTimeout, false, func(c *Config) time.Duration { return c.tcpUserTimeout }, 0},
+	{connkeys.MaxDuration, true, func(c *Config) time.Duration { return c.MaxDuration }, 0},
+	{connkeys.BackoffInitial, true, func(c *Config) time.Duration { return c.BackoffInitial }, 0},
+	{connkeys.BackoffMax, true, func(c *Config) time.Duration { return c.BackoffMax }, 0},
+	{connkeys.HealthProbeInterval, true, func(c *Config) time.Duration { return c.HealthProbeInterval }, 0},
+	{connkeys.HealthProbeTimeout, true, func(c *Config) time.Duration { return c.HealthProbeTimeout }, 0},
+	{connkeys.HealthProbeWaitMax, true, func(c *Config) time.Duration { return c.HealthProbeWaitMax }, connkeys.DefaultHealthProbeInterval},
+	{connkeys.PinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }, 0},
+	{connkeys.MaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }, 0},
+	{connkeys.ReplicaWait, false, func(c *Config) time.Duration { return c.Replica.Wait }, 0},
+	{connkeys.PatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }, 0},
+	{connkeys.QueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.queryWait }, 0},
+	{connkeys.FallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }, 0},
+	{connkeys.FallbackCooldown, true, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }, 0},
+	{connkeys.FallbackLifetime, true, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }, 0},
+	{connkeys.TCPUserTimeout, false, func(c *Config) time.Duration { return c.tcpUserTimeout }, 0},
 }
 
 func TestConfigDurationKeysCoverEveryDurationKey(t *testing.T) {
@@ -93,10 +94,10 @@ func TestConfigDurationKeysCoverEveryDurationKey(t *testing.T) {
 		got = append(got, d.key)
 	}
 	// Every key of ours but these takes a duration.
-	notDurations := []string{keyTarget, keyTargetSessionAttrs, keyZone, keyZones, keyMaxAttempts, keyReadyConns, keyPatroniAPIURLs,
-		keyPatroniAllowedHosts, keyPatroniZoneTag, keyFallbackLocal, keyLazyConnect, keyOutageReads}
+	notDurations := []string{connkeys.Target, connkeys.TargetSessionAttrs, connkeys.Zone, connkeys.Zones, connkeys.MaxAttempts, connkeys.ReadyConns, connkeys.PatroniAPIURLs,
+		connkeys.PatroniAllowedHosts, connkeys.PatroniZoneTag, connkeys.FallbackLocal, connkeys.LazyConnect, connkeys.OutageReads}
 	var want []string
-	for _, k := range slices.Concat(ownKeys, fallbackKeys) {
+	for _, k := range connkeys.Names() {
 		if !slices.Contains(notDurations, k) {
 			want = append(want, k)
 		}
@@ -185,23 +186,23 @@ func TestParseConfigHugeDurations(t *testing.T) {
 		want    time.Duration
 		problem string
 	}{
-		{keyMaxDuration, "9223372036854775807ns", largest, ""},
-		{keyMaxDuration, "2562047h47m16.854775807s", largest, ""},
-		{keyMaxDuration, "9223372036854", 9223372036854 * time.Millisecond, ""},
-		{keyBackoffInitial, "2562047h", 2562047 * time.Hour, ""},
-		{keyPinAfterWrite, "9223372036854775807ns", largest, ""},
-		{keyTCPUserTimeout, "2147483647", 2147483647 * time.Millisecond, ""},
-		{keyTCPUserTimeout, "2147483647ms", 2147483647 * time.Millisecond, ""},
-		{keyTCPUserTimeout, "2147483647999999ns", 2147483647999999, ""}, // below the next millisecond
-		{keyTCPUserTimeout, "2147483648ms", 0, "is out of range"},
-		{keyTCPUserTimeout, "596h31m23.648s", 0, "is out of range"}, // 2^31 ms
-		{keyTCPUserTimeout, "9223372036854775807ns", 0, "is out of range"},
-		{keyTCPUserTimeout, "9223372036854", 0, "is out of range"},
-		{keyTCPUserTimeout, "999999ns", 0, "less than a millisecond"},
-		{keyTCPUserTimeout, "1ns", 0, "less than a millisecond"},
-		{keyTCPUserTimeout, "1ms", time.Millisecond, ""},
-		{keyTCPUserTimeout, "1500us", 1500 * time.Microsecond, ""},
-		{keyTCPUserTimeout, "+0", 0, ""},
+		{connkeys.MaxDuration, "9223372036854775807ns", largest, ""},
+		{connkeys.MaxDuration, "2562047h47m16.854775807s", largest, ""},
+		{connkeys.MaxDuration, "9223372036854", 9223372036854 * time.Millisecond, ""},
+		{connkeys.BackoffInitial, "2562047h", 2562047 * time.Hour, ""},
+		{connkeys.PinAfterWrite, "9223372036854775807ns", largest, ""},
+		{connkeys.TCPUserTimeout, "2147483647", 2147483647 * time.Millisecond, ""},
+		{connkeys.TCPUserTimeout, "2147483647ms", 2147483647 * time.Millisecond, ""},
+		{connkeys.TCPUserTimeout, "2147483647999999ns", 2147483647999999, ""}, // below the next millisecond
+		{connkeys.TCPUserTimeout, "2147483648ms", 0, "is out of range"},
+		{connkeys.TCPUserTimeout, "596h31m23.648s", 0, "is out of range"}, // 2^31 ms
+		{connkeys.TCPUserTimeout, "9223372036854775807ns", 0, "is out of range"},
+		{connkeys.TCPUserTimeout, "9223372036854", 0, "is out of range"},
+		{connkeys.TCPUserTimeout, "999999ns", 0, "less than a millisecond"},
+		{connkeys.TCPUserTimeout, "1ns", 0, "less than a millisecond"},
+		{connkeys.TCPUserTimeout, "1ms", time.Millisecond, ""},
+		{connkeys.TCPUserTimeout, "1500us", 1500 * time.Microsecond, ""},
+		{connkeys.TCPUserTimeout, "+0", 0, ""},
 	}
 	for _, tt := range tests {
 		for _, f := range withPassword(tt.key, tt.in) {
@@ -251,11 +252,11 @@ func TestParseConfigAttemptsEdges(t *testing.T) {
 		{"2147483647", 2147483647, ""},
 	}
 	for _, tt := range tests {
-		for _, f := range withPassword(keyMaxAttempts, tt.in) {
+		for _, f := range withPassword(connkeys.MaxAttempts, tt.in) {
 			t.Run(tt.in+"/"+f.name, func(t *testing.T) {
 				c, err := ParseConfig(f.conn)
 				if tt.problem != "" {
-					checkConfigError(t, err, keyMaxAttempts, tt.problem)
+					checkConfigError(t, err, connkeys.MaxAttempts, tt.problem)
 					return
 				}
 				if err != nil {
@@ -269,11 +270,11 @@ func TestParseConfigAttemptsEdges(t *testing.T) {
 	}
 	t.Run("percent-encoded key named decoded", func(t *testing.T) {
 		_, err := ParseConfig("postgres://app:" + badInputPassword + "@db-a/appdb?fail%6Fver_max_attempts=-1")
-		checkConfigError(t, err, keyMaxAttempts, "at least 1")
+		checkConfigError(t, err, connkeys.MaxAttempts, "at least 1")
 	})
 	t.Run("last of a repeated key counts", func(t *testing.T) {
 		_, err := ParseConfig("host=db-a password=" + badInputPassword + " failover_max_attempts=3 failover_max_attempts=0")
-		checkConfigError(t, err, keyMaxAttempts, "at least 1")
+		checkConfigError(t, err, connkeys.MaxAttempts, "at least 1")
 	})
 }
 
@@ -295,11 +296,11 @@ func TestReadyConnsBadValues(t *testing.T) {
 		{"2", 2, ""},
 	}
 	for _, tt := range tests {
-		for _, f := range withPassword(keyReadyConns, tt.in) {
+		for _, f := range withPassword(connkeys.ReadyConns, tt.in) {
 			t.Run(tt.in+"/"+f.name, func(t *testing.T) {
 				c, err := ParseConfig(f.conn)
 				if tt.problem != "" {
-					checkConfigError(t, err, keyReadyConns, tt.problem)
+					checkConfigError(t, err, connkeys.ReadyConns, tt.problem)
 					return
 				}
 				if err != nil {
@@ -566,7 +567,7 @@ func TestParseConfigZonesWithSpaces(t *testing.T) {
 	}
 	t.Run("count still checked", func(t *testing.T) {
 		_, err := ParseConfig("host=db-a,db-b zones='eu 1a,eu 1b,eu 1c' password=" + pw)
-		checkConfigError(t, err, keyZones, "3 zones given for 2 hosts")
+		checkConfigError(t, err, connkeys.Zones, "3 zones given for 2 hosts")
 	})
 }
 
@@ -582,19 +583,19 @@ func TestNewWithConfigChecksDurationsSetInCode(t *testing.T) {
 		key   string // "" when the Config is good
 		field string
 	}{
-		{"wait max below the floor", func(c *Config) { c.HealthProbeWaitMax = time.Millisecond }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
-		{"wait max zero", func(c *Config) { c.HealthProbeWaitMax = 0 }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
-		{"wait max negative", func(c *Config) { c.HealthProbeWaitMax = -time.Second }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
-		{"wait max above the probe interval", func(c *Config) { c.HealthProbeWaitMax = 2 * time.Second }, keyHealthProbeWaitMax, "HealthProbeWaitMax"},
-		{"probe interval lowered below the wait max", func(c *Config) { c.HealthProbeInterval = 20 * time.Millisecond }, keyHealthProbeWaitMax, "HealthProbeInterval"},
-		{"replica wait negative", func(c *Config) { c.Replica.Wait = -time.Millisecond }, keyReplicaWait, ""},
+		{"wait max below the floor", func(c *Config) { c.HealthProbeWaitMax = time.Millisecond }, connkeys.HealthProbeWaitMax, "HealthProbeWaitMax"},
+		{"wait max zero", func(c *Config) { c.HealthProbeWaitMax = 0 }, connkeys.HealthProbeWaitMax, "HealthProbeWaitMax"},
+		{"wait max negative", func(c *Config) { c.HealthProbeWaitMax = -time.Second }, connkeys.HealthProbeWaitMax, "HealthProbeWaitMax"},
+		{"wait max above the probe interval", func(c *Config) { c.HealthProbeWaitMax = 2 * time.Second }, connkeys.HealthProbeWaitMax, "HealthProbeWaitMax"},
+		{"probe interval lowered below the wait max", func(c *Config) { c.HealthProbeInterval = 20 * time.Millisecond }, connkeys.HealthProbeWaitMax, "HealthProbeInterval"},
+		{"replica wait negative", func(c *Config) { c.Replica.Wait = -time.Millisecond }, connkeys.ReplicaWait, ""},
 		{"wait max at the floor", func(c *Config) { c.HealthProbeWaitMax = probe.Floor }, "", ""},
 		{"wait max at the probe interval", func(c *Config) { c.HealthProbeWaitMax = c.HealthProbeInterval }, "", ""},
 		{"both lowered together", func(c *Config) {
 			c.HealthProbeInterval, c.HealthProbeWaitMax = 20*time.Millisecond, 20*time.Millisecond
 		}, "", ""},
 		{"replica wait zero", func(c *Config) { c.Replica.Wait = 0 }, "", ""},
-		{"ready conns negative", func(c *Config) { c.ReadyConns = -1 }, keyReadyConns, "ReadyConns"},
+		{"ready conns negative", func(c *Config) { c.ReadyConns = -1 }, connkeys.ReadyConns, "ReadyConns"},
 		{"ready conns zero", func(c *Config) { c.ReadyConns = 0 }, "", ""},
 	}
 	for _, tt := range tests {

@@ -15,33 +15,18 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
-// Defaults. ParseConfig is the only place that applies them. Those of the
-// patroni_*, fallback_* and query_wait_timeout keys are the patroni
-// package's (patroni.DefaultRefreshInterval and the rest), written there
-// once for the Pool and for callers of that package alike.
+// Keys the Pool's own errors name when a setting fails at NewWithConfig;
+// internal/connkeys holds every key's name.
 const (
-	defaultMaxAttempts         = 8
-	defaultMaxDuration         = 30 * time.Second
-	defaultBackoffInitial      = 50 * time.Millisecond
-	defaultBackoffMax          = time.Second
-	defaultHealthProbeInterval = time.Second
-	defaultHealthProbeTimeout  = 3 * time.Second
-	defaultHealthProbeWaitMax  = 50 * time.Millisecond
-	defaultPinAfterWrite       = time.Second
-	defaultMaxLag              = 0
-	defaultReplicaWait         = 20 * time.Millisecond
-
-	// defaultConnectTimeout bounds each connection attempt (dial, TLS and
-	// startup, per host) when nothing sets connect_timeout. Without it pgconn
-	// waits as long as the caller's context allows, and one host that drops
-	// packets would eat a whole failover walk.
-	defaultConnectTimeout = 5 * time.Second
+	keyFallbackLocal  = connkeys.FallbackLocal
+	keyPatroniAPIURLs = connkeys.PatroniAPIURLs
 )
 
 // Config is built by ParseConfig; a Config made by hand is refused by
@@ -194,11 +179,11 @@ type ReplicaConfig struct {
 func (c *Config) check() error {
 	switch {
 	case c.ReadyConns < 0:
-		return &ConfigError{Key: keyReadyConns, Msg: fmt.Sprintf("ReadyConns is %d, negative: 0 opens none", c.ReadyConns)}
+		return &ConfigError{Key: connkeys.ReadyConns, Msg: fmt.Sprintf("ReadyConns is %d, negative: 0 opens none", c.ReadyConns)}
 	case c.HealthProbeWaitMax < probe.Floor:
-		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probe.Floor)}
+		return &ConfigError{Key: connkeys.HealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probe.Floor)}
 	case c.HealthProbeWaitMax > c.HealthProbeInterval:
-		return &ConfigError{Key: keyHealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, greater than %s (HealthProbeInterval, %v)", c.HealthProbeWaitMax, keyHealthProbeInterval, c.HealthProbeInterval)}
+		return &ConfigError{Key: connkeys.HealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, greater than %s (HealthProbeInterval, %v)", c.HealthProbeWaitMax, connkeys.HealthProbeInterval, c.HealthProbeInterval)}
 	}
 	return c.Replica.check(c.HealthProbeInterval)
 }
@@ -207,32 +192,46 @@ func (c *Config) check() error {
 func (r ReplicaConfig) check(probeInterval time.Duration) error {
 	switch {
 	case r.PinAfterWrite < 0:
-		return &ConfigError{Key: keyPinAfterWrite, Msg: "must not be negative"}
+		return &ConfigError{Key: connkeys.PinAfterWrite, Msg: "must not be negative"}
 	case r.MaxLag < 0:
-		return &ConfigError{Key: keyMaxLag, Msg: "must not be negative"}
+		return &ConfigError{Key: connkeys.MaxLag, Msg: "must not be negative"}
 	case r.Wait < 0:
-		return &ConfigError{Key: keyReplicaWait, Msg: "must not be negative"}
+		return &ConfigError{Key: connkeys.ReplicaWait, Msg: "must not be negative"}
 	case r.MaxLag > 0 && r.MaxLag <= probeInterval:
-		return &ConfigError{Key: keyMaxLag, Msg: "must be greater than " + keyHealthProbeInterval + " (" + probeInterval.String() + "), or 0 for no gate"}
+		return &ConfigError{Key: connkeys.MaxLag, Msg: "must be greater than " + connkeys.HealthProbeInterval + " (" + probeInterval.String() + "), or 0 for no gate"}
 	case r.OutageReads > replica.OutageWait:
-		return &ConfigError{Key: keyOutageReads, Msg: "is " + r.OutageReads.String() + ": must be replica or wait"}
+		return &ConfigError{Key: connkeys.OutageReads, Msg: "is " + r.OutageReads.String() + ": must be replica or wait"}
 	}
 	return nil
 }
 
 // patroniSettings configure the Patroni topology source NewWithConfig
-// builds, and the local-first fallback. patroniSettings.parse reads and
-// checks them.
+// builds, and the local-first fallback: the keys connkeys.Patroni holds,
+// read and checked there.
 type patroniSettings struct {
-	apiURLs                []string          // patroni_api_urls, http or https URLs with a host
-	refresh                time.Duration     // patroni_refresh_interval, default 3s, > 0
-	allowed                patroni.AllowList // patroni_allowed_hosts, default: every member
-	zoneTag                string            // patroni_zone_tag, default "zone"
-	queryWait              time.Duration     // query_wait_timeout, default 5s, > 0
-	fallbackLocal          bool              // fallback_local, default off
-	fallbackConnectTimeout time.Duration     // fallback_connect_timeout, default 5s, > 0
-	fallbackCooldown       time.Duration     // fallback_cooldown, default 30s, > 0
-	fallbackLifetime       time.Duration     // fallback_lifetime, default 30s, > 0
+	apiURLs                []string          // patroni_api_urls
+	refresh                time.Duration     // patroni_refresh_interval
+	allowed                patroni.AllowList // patroni_allowed_hosts
+	zoneTag                string            // patroni_zone_tag
+	queryWait              time.Duration     // query_wait_timeout
+	fallbackLocal          bool              // fallback_local
+	fallbackConnectTimeout time.Duration     // fallback_connect_timeout
+	fallbackCooldown       time.Duration     // fallback_cooldown
+	fallbackLifetime       time.Duration     // fallback_lifetime
+}
+
+func newPatroniSettings(s connkeys.Patroni) patroniSettings {
+	return patroniSettings{
+		apiURLs:                s.APIURLs,
+		refresh:                s.Refresh,
+		allowed:                s.Allowed,
+		zoneTag:                s.ZoneTag,
+		queryWait:              s.QueryWait,
+		fallbackLocal:          s.FallbackLocal,
+		fallbackConnectTimeout: s.FallbackConnectTimeout,
+		fallbackCooldown:       s.FallbackCooldown,
+		fallbackLifetime:       s.FallbackLifetime,
+	}
 }
 
 // Host is one server from the connection string.

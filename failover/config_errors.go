@@ -2,10 +2,11 @@ package failover
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgfailover/pgfailover/internal/connkeys"
 )
 
 // ConfigError reports a connection string that ParseConfig cannot use.
@@ -49,19 +50,18 @@ type parseState struct {
 // to contain passwords in the first place; scrubbing is a second line.
 const minScrubLen = 4
 
-// fail builds a *ConfigError with secrets removed from msg.
-func (p *parseState) fail(key, msg string, err error) *ConfigError {
+// fail turns a problem with the string into the *ConfigError ParseConfig
+// returns, with the secrets removed from its message. Every error of
+// ParseConfig passes through here: what internal/connkeys reports of our
+// keys, and what pgx and the scanner report of the rest.
+func (p *parseState) fail(e *connkeys.Error) *ConfigError {
+	msg := e.Msg
 	for _, s := range p.secrets {
 		if len(s) >= minScrubLen {
 			msg = strings.ReplaceAll(msg, s, "xxxxx")
 		}
 	}
-	return &ConfigError{Key: key, Msg: msg, Err: err}
-}
-
-// badValue reports a bad value of one of our keys, quoting the value.
-func (p *parseState) badValue(key, value, problem string, err error) *ConfigError {
-	return p.fail(key, strconv.Quote(value)+" "+problem, err)
+	return &ConfigError{Key: e.Key, Msg: msg, Err: e.Err}
 }
 
 // pgxError wraps an error from pgx's parser. pgx's message quotes the
@@ -72,10 +72,10 @@ func (p *parseState) pgxError(err error) *ConfigError {
 	if errors.As(err, &pce) {
 		stripped := *pce
 		stripped.ConnString = ""
-		return p.fail("", pgxExplanation(&stripped), &stripped)
+		return p.fail(&connkeys.Error{Msg: pgxExplanation(&stripped), Err: &stripped})
 	}
 	// pgx returns nothing else today; say little about what it might.
-	return p.fail("", "pgx rejected the connection string", err)
+	return p.fail(&connkeys.Error{Msg: "pgx rejected the connection string", Err: err})
 }
 
 // pgxExplanation returns what a *pgconn.ParseConfigError says beyond the

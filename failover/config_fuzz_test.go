@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgfailover/pgfailover/internal/connkeys"
 )
 
 // FuzzParseConfig feeds ParseConfig arbitrary strings. It checks that
@@ -107,7 +109,7 @@ func checkParse(t *testing.T, s string) {
 		// Rewriting the string must not change anything else pgconn reads.
 		want := maps.Clone(pc.RuntimeParams)
 		maps.DeleteFunc(want, func(k, _ string) bool {
-			return slices.Contains(ownKeys, k) || strings.HasPrefix(k, fallbackKeyPrefix) || slices.Contains(pgxKeys, k)
+			return connkeys.Ours(k) || slices.Contains(pgxKeys, k)
 		})
 		if got := c.ConnConfig.RuntimeParams; !maps.Equal(got, want) {
 			t.Fatalf("RuntimeParams = %q, pgconn alone gives %q", got, want)
@@ -121,7 +123,7 @@ func checkParse(t *testing.T, s string) {
 		t.Fatal("template keeps Fallbacks or ValidateConnect")
 	}
 	for k := range cc.RuntimeParams {
-		if slices.Contains(ownKeys, k) || strings.HasPrefix(k, fallbackKeyPrefix) || k == keyTargetSessionAttrs {
+		if connkeys.Ours(k) || k == connkeys.TargetSessionAttrs {
 			t.Fatalf("RuntimeParams holds our key %q", k)
 		}
 	}

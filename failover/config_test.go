@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -227,7 +228,7 @@ func TestParseConfigTarget(t *testing.T) {
 		{"prefer-replica", hosthealth.TargetPreferReplica},
 	}
 	for _, sp := range spellings {
-		for _, key := range []string{keyTarget, keyTargetSessionAttrs} {
+		for _, key := range []string{connkeys.Target, connkeys.TargetSessionAttrs} {
 			for _, f := range withKeys(kv{key, sp.value}) {
 				t.Run(key+"="+sp.value+"/"+f.name, func(t *testing.T) {
 					c := mustParse(t, f.conn)
@@ -241,7 +242,7 @@ func TestParseConfigTarget(t *testing.T) {
 			}
 		}
 		// Both keys, agreeing.
-		for _, f := range withKeys(kv{keyTarget, sp.value}, kv{keyTargetSessionAttrs, sp.want.String()}) {
+		for _, f := range withKeys(kv{connkeys.Target, sp.value}, kv{connkeys.TargetSessionAttrs, sp.want.String()}) {
 			t.Run("both="+sp.value+"/"+f.name, func(t *testing.T) {
 				if c := mustParse(t, f.conn); c.Target != sp.want {
 					t.Errorf("Target = %v, want %v", c.Target, sp.want)
@@ -260,7 +261,7 @@ func TestParseConfigTarget(t *testing.T) {
 
 func TestParseConfigTargetConflict(t *testing.T) {
 	clearPGEnv(t)
-	for _, f := range withKeys(kv{keyTarget, "primary"}, kv{keyTargetSessionAttrs, "replica"}) {
+	for _, f := range withKeys(kv{connkeys.Target, "primary"}, kv{connkeys.TargetSessionAttrs, "replica"}) {
 		t.Run(f.name, func(t *testing.T) {
 			_, err := ParseConfig(f.conn)
 			var ce *ConfigError
@@ -268,7 +269,7 @@ func TestParseConfigTargetConflict(t *testing.T) {
 				t.Fatalf("err = %v, want a *ConfigError", err)
 			}
 			msg := err.Error()
-			for _, want := range []string{keyTarget, keyTargetSessionAttrs, `"primary"`, `"replica"`} {
+			for _, want := range []string{connkeys.Target, connkeys.TargetSessionAttrs, `"primary"`, `"replica"`} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("error %q does not mention %s", msg, want)
 				}
@@ -300,8 +301,8 @@ func TestParseConfigTargetFromEnvironment(t *testing.T) {
 			t.Setenv("PGTARGETSESSIONATTRS", tt.env)
 			c, err := ParseConfig(tt.conn)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), keyTargetSessionAttrs) {
-					t.Fatalf("err = %v, want one naming %s and %s", err, keyTargetSessionAttrs, tt.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), connkeys.TargetSessionAttrs) {
+					t.Fatalf("err = %v, want one naming %s and %s", err, connkeys.TargetSessionAttrs, tt.wantErr)
 				}
 				return
 			}
@@ -346,8 +347,8 @@ target_session_attrs=replica
 		{"service sets target and timeout", "service=standbys servicefile=" + path, "", hosthealth.TargetReplica, 7 * time.Second},
 		{"service beats env", "service=standbys servicefile=" + path, "read-write", hosthealth.TargetReplica, 7 * time.Second},
 		{"string beats service", "service=standbys servicefile=" + path + " target_session_attrs=any", "", hosthealth.TargetAny, 7 * time.Second},
-		{"spelling pgconn does not know", "service=replicas servicefile=" + path, "", hosthealth.TargetReplica, defaultConnectTimeout},
-		{"url form", "postgres:///?service=replicas&servicefile=" + urlEscape(path), "", hosthealth.TargetReplica, defaultConnectTimeout},
+		{"spelling pgconn does not know", "service=replicas servicefile=" + path, "", hosthealth.TargetReplica, connkeys.DefaultConnectTimeout},
+		{"url form", "postgres:///?service=replicas&servicefile=" + urlEscape(path), "", hosthealth.TargetReplica, connkeys.DefaultConnectTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -371,7 +372,7 @@ target_session_attrs=replica
 		if c.Zone != "eu-1b" || c.MaxAttempts != 3 {
 			t.Errorf("Zone, MaxAttempts = %q, %d; want eu-1b, 3", c.Zone, c.MaxAttempts)
 		}
-		if _, ok := c.ConnConfig.RuntimeParams[keyZone]; ok {
+		if _, ok := c.ConnConfig.RuntimeParams[connkeys.Zone]; ok {
 			t.Error("zone from the service file left in RuntimeParams")
 		}
 	})
@@ -411,14 +412,14 @@ func TestParseConfigZones(t *testing.T) {
 
 func TestParseConfigZonesMismatch(t *testing.T) {
 	clearPGEnv(t)
-	for _, f := range withKeys(kv{keyZones, "eu-1a,eu-1b,eu-1c"}) {
+	for _, f := range withKeys(kv{connkeys.Zones, "eu-1a,eu-1b,eu-1c"}) {
 		t.Run(f.name, func(t *testing.T) {
 			_, err := ParseConfig(f.conn)
 			var ce *ConfigError
-			if !errors.As(err, &ce) || ce.Key != keyZones {
-				t.Fatalf("err = %v, want a *ConfigError for %s", err, keyZones)
+			if !errors.As(err, &ce) || ce.Key != connkeys.Zones {
+				t.Fatalf("err = %v, want a *ConfigError for %s", err, connkeys.Zones)
 			}
-			for _, want := range []string{keyZones, "3 zones", "2 hosts"} {
+			for _, want := range []string{connkeys.Zones, "3 zones", "2 hosts"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not say %q", err, want)
 				}
@@ -479,8 +480,8 @@ func TestParseConfigConnectTimeout(t *testing.T) {
 		env  string
 		want time.Duration
 	}{
-		{"default", "host=db-a", "", defaultConnectTimeout},
-		{"url default", "postgres://db-a/appdb", "", defaultConnectTimeout},
+		{"default", "host=db-a", "", connkeys.DefaultConnectTimeout},
+		{"url default", "postgres://db-a/appdb", "", connkeys.DefaultConnectTimeout},
 		{"kv set", "host=db-a connect_timeout=2", "", 2 * time.Second},
 		{"url set", "postgres://db-a/appdb?connect_timeout=3", "", 3 * time.Second},
 		{"zero means no limit", "host=db-a connect_timeout=0", "", 0},
@@ -508,18 +509,18 @@ func TestParseConfigDurations(t *testing.T) {
 		key string
 		get func(*Config) time.Duration
 	}{
-		{keyMaxDuration, func(c *Config) time.Duration { return c.MaxDuration }},
-		{keyBackoffInitial, func(c *Config) time.Duration { return c.BackoffInitial }},
-		{keyBackoffMax, func(c *Config) time.Duration { return c.BackoffMax }},
-		{keyHealthProbeInterval, func(c *Config) time.Duration { return c.HealthProbeInterval }},
-		{keyPinAfterWrite, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }},
-		{keyMaxLag, func(c *Config) time.Duration { return c.Replica.MaxLag }},
-		{keyReplicaWait, func(c *Config) time.Duration { return c.Replica.Wait }},
-		{keyPatroniRefresh, func(c *Config) time.Duration { return c.patroni.refresh }},
-		{keyFallbackConnectTimeout, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }},
-		{keyFallbackCooldown, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }},
-		{keyFallbackLifetime, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }},
-		{keyTCPUserTimeout, func(c *Config) time.Duration { return c.tcpUserTimeout }},
+		{connkeys.MaxDuration, func(c *Config) time.Duration { return c.MaxDuration }},
+		{connkeys.BackoffInitial, func(c *Config) time.Duration { return c.BackoffInitial }},
+		{connkeys.BackoffMax, func(c *Config) time.Duration { return c.BackoffMax }},
+		{connkeys.HealthProbeInterval, func(c *Config) time.Duration { return c.HealthProbeInterval }},
+		{connkeys.PinAfterWrite, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }},
+		{connkeys.MaxLag, func(c *Config) time.Duration { return c.Replica.MaxLag }},
+		{connkeys.ReplicaWait, func(c *Config) time.Duration { return c.Replica.Wait }},
+		{connkeys.PatroniRefresh, func(c *Config) time.Duration { return c.patroni.refresh }},
+		{connkeys.FallbackConnectTimeout, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }},
+		{connkeys.FallbackCooldown, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }},
+		{connkeys.FallbackLifetime, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }},
+		{connkeys.TCPUserTimeout, func(c *Config) time.Duration { return c.tcpUserTimeout }},
 	}
 	values := []struct {
 		in   string
@@ -553,27 +554,27 @@ func TestParseConfigCrossFieldRules(t *testing.T) {
 		get  func(*Config) any
 		want any
 	}{
-		{"backoff max follows a large initial", []kv{{keyBackoffInitial, "2s"}},
+		{"backoff max follows a large initial", []kv{{connkeys.BackoffInitial, "2s"}},
 			func(c *Config) any { return c.BackoffMax }, 2 * time.Second},
-		{"backoff max equal to initial", []kv{{keyBackoffInitial, "200ms"}, {keyBackoffMax, "200"}},
+		{"backoff max equal to initial", []kv{{connkeys.BackoffInitial, "200ms"}, {connkeys.BackoffMax, "200"}},
 			func(c *Config) any { return c.BackoffMax }, 200 * time.Millisecond},
-		{"max lag above a custom probe interval", []kv{{keyHealthProbeInterval, "100ms"}, {keyMaxLag, "150ms"}},
+		{"max lag above a custom probe interval", []kv{{connkeys.HealthProbeInterval, "100ms"}, {connkeys.MaxLag, "150ms"}},
 			func(c *Config) any { return c.Replica.MaxLag }, 150 * time.Millisecond},
-		{"probe wait max", []kv{{keyHealthProbeWaitMax, "200ms"}},
+		{"probe wait max", []kv{{connkeys.HealthProbeWaitMax, "200ms"}},
 			func(c *Config) any { return c.HealthProbeWaitMax }, 200 * time.Millisecond},
-		{"probe wait max at the floor", []kv{{keyHealthProbeWaitMax, "2"}},
+		{"probe wait max at the floor", []kv{{connkeys.HealthProbeWaitMax, "2"}},
 			func(c *Config) any { return c.HealthProbeWaitMax }, 2 * time.Millisecond},
-		{"probe wait max equal to the probe interval", []kv{{keyHealthProbeInterval, "300ms"}, {keyHealthProbeWaitMax, "300ms"}},
+		{"probe wait max equal to the probe interval", []kv{{connkeys.HealthProbeInterval, "300ms"}, {connkeys.HealthProbeWaitMax, "300ms"}},
 			func(c *Config) any { return c.HealthProbeWaitMax }, 300 * time.Millisecond},
-		{"probe wait max follows a short probe interval", []kv{{keyHealthProbeInterval, "20ms"}},
+		{"probe wait max follows a short probe interval", []kv{{connkeys.HealthProbeInterval, "20ms"}},
 			func(c *Config) any { return c.HealthProbeWaitMax }, 20 * time.Millisecond},
-		{"max lag zero is no gate", []kv{{keyMaxLag, "0"}},
+		{"max lag zero is no gate", []kv{{connkeys.MaxLag, "0"}},
 			func(c *Config) any { return c.Replica.MaxLag }, time.Duration(0)},
-		{"pin after write off", []kv{{keyPinAfterWrite, "0"}},
+		{"pin after write off", []kv{{connkeys.PinAfterWrite, "0"}},
 			func(c *Config) any { return c.Replica.PinAfterWrite }, time.Duration(0)},
-		{"max attempts", []kv{{keyMaxAttempts, "3"}},
+		{"max attempts", []kv{{connkeys.MaxAttempts, "3"}},
 			func(c *Config) any { return c.MaxAttempts }, 3},
-		{"patroni urls", []kv{{keyPatroniAPIURLs, "http://p1:8008, https://u:pw@p2:8008/"}},
+		{"patroni urls", []kv{{connkeys.PatroniAPIURLs, "http://p1:8008, https://u:pw@p2:8008/"}},
 			func(c *Config) any { return strings.Join(c.patroni.apiURLs, "|") }, "http://p1:8008|https://u:pw@p2:8008/"},
 	}
 	for _, tt := range tests {
@@ -595,50 +596,50 @@ func TestParseConfigInvalid(t *testing.T) {
 		wantKey string
 		want    string // also in the message
 	}{
-		{"attempts not a number", []kv{{keyMaxAttempts, "abc"}}, keyMaxAttempts, `"abc" is not a whole number`},
-		{"attempts fraction", []kv{{keyMaxAttempts, "2.5"}}, keyMaxAttempts, "whole number"},
-		{"attempts zero", []kv{{keyMaxAttempts, "0"}}, keyMaxAttempts, "at least 1"},
-		{"attempts negative", []kv{{keyMaxAttempts, "-3"}}, keyMaxAttempts, "at least 1"},
-		{"attempts too large", []kv{{keyMaxAttempts, "99999999999"}}, keyMaxAttempts, "out of range"},
-		{"attempts empty", []kv{{keyMaxAttempts, ""}}, keyMaxAttempts, "whole number"},
-		{"duration garbage", []kv{{keyMaxDuration, "soon"}}, keyMaxDuration, `"soon" is not a duration`},
-		{"duration empty", []kv{{keyMaxDuration, ""}}, keyMaxDuration, "not a duration"},
-		{"duration zero", []kv{{keyMaxDuration, "0"}}, keyMaxDuration, "greater than zero"},
-		{"duration negative", []kv{{keyMaxDuration, "-1s"}}, keyMaxDuration, "greater than zero"},
-		{"duration overflow ms", []kv{{keyMaxDuration, "9223372036854775807"}}, keyMaxDuration, "out of range"},
-		{"duration overflow go syntax", []kv{{keyMaxDuration, "9999999999h"}}, keyMaxDuration, "not a duration"},
-		{"backoff initial zero", []kv{{keyBackoffInitial, "0s"}}, keyBackoffInitial, "greater than zero"},
-		{"tcp user timeout negative", []kv{{keyTCPUserTimeout, "-1"}}, keyTCPUserTimeout, "must not be negative"},
-		{"tcp user timeout garbage", []kv{{keyTCPUserTimeout, "ten"}}, keyTCPUserTimeout, "not a duration"},
-		{"tcp user timeout too large", []kv{{keyTCPUserTimeout, "2147483648"}}, keyTCPUserTimeout, "out of range"},
-		{"tcp user timeout below a millisecond", []kv{{keyTCPUserTimeout, "10us"}}, keyTCPUserTimeout, "less than a millisecond"},
-		{"backoff max zero", []kv{{keyBackoffMax, "0"}}, keyBackoffMax, "greater than zero"},
-		{"backoff max below initial", []kv{{keyBackoffInitial, "500ms"}, {keyBackoffMax, "100ms"}}, keyBackoffMax, keyBackoffInitial},
-		{"probe interval zero", []kv{{keyHealthProbeInterval, "0"}}, keyHealthProbeInterval, "greater than zero"},
-		{"probe interval garbage", []kv{{keyHealthProbeInterval, "1x"}}, keyHealthProbeInterval, "not a duration"},
-		{"probe wait max below the floor", []kv{{keyHealthProbeWaitMax, "1ms"}}, keyHealthProbeWaitMax, "less than 2ms"},
-		{"probe wait max zero", []kv{{keyHealthProbeWaitMax, "0"}}, keyHealthProbeWaitMax, "greater than zero"},
-		{"probe wait max above the default interval", []kv{{keyHealthProbeWaitMax, "2s"}}, keyHealthProbeWaitMax, keyHealthProbeInterval},
-		{"probe wait max above a custom interval", []kv{{keyHealthProbeInterval, "100ms"}, {keyHealthProbeWaitMax, "101ms"}}, keyHealthProbeWaitMax, keyHealthProbeInterval},
-		{"probe wait max garbage", []kv{{keyHealthProbeWaitMax, "fast"}}, keyHealthProbeWaitMax, "not a duration"},
-		{"pin negative", []kv{{keyPinAfterWrite, "-1"}}, keyPinAfterWrite, "negative"},
-		{"pin garbage", []kv{{keyPinAfterWrite, "later"}}, keyPinAfterWrite, "not a duration"},
-		{"max lag negative", []kv{{keyMaxLag, "-5s"}}, keyMaxLag, "negative"},
-		{"max lag not above default interval", []kv{{keyMaxLag, "500ms"}}, keyMaxLag, keyHealthProbeInterval},
-		{"max lag equal to interval", []kv{{keyHealthProbeInterval, "2s"}, {keyMaxLag, "2000"}}, keyMaxLag, keyHealthProbeInterval},
-		{"target unknown", []kv{{keyTarget, "leader"}}, keyTarget, `"leader"`},
-		{"target empty", []kv{{keyTarget, ""}}, keyTarget, "not a known target"},
-		{"target_session_attrs unknown", []kv{{keyTargetSessionAttrs, "leader"}}, keyTargetSessionAttrs, `"leader"`},
-		{"targets conflict", []kv{{keyTarget, "any"}, {keyTargetSessionAttrs, "read-write"}}, keyTarget, keyTargetSessionAttrs},
-		{"zones mismatch", []kv{{keyZones, "a,b,c"}}, keyZones, "3 zones given for 2 hosts"},
-		{"patroni not http", []kv{{keyPatroniAPIURLs, "ftp://p1:8008"}}, keyPatroniAPIURLs, "entry 1"},
-		{"patroni no host", []kv{{keyPatroniAPIURLs, "http://p1:8008,http://"}}, keyPatroniAPIURLs, "entry 2"},
-		{"patroni empty entry", []kv{{keyPatroniAPIURLs, "http://p1:8008,,http://p3:8008"}}, keyPatroniAPIURLs, "entry 2 is empty"},
-		{"patroni not a url", []kv{{keyPatroniAPIURLs, "http://p1:port"}}, keyPatroniAPIURLs, "not a valid URL"},
-		{"patroni refresh zero", []kv{{keyPatroniRefresh, "0"}}, keyPatroniRefresh, "greater than zero"},
-		{"fallback timeout garbage", []kv{{keyFallbackConnectTimeout, "x"}}, keyFallbackConnectTimeout, "not a duration"},
-		{"fallback cooldown zero", []kv{{keyFallbackCooldown, "0"}}, keyFallbackCooldown, "greater than zero"},
-		{"fallback lifetime negative", []kv{{keyFallbackLifetime, "-1"}}, keyFallbackLifetime, "greater than zero"},
+		{"attempts not a number", []kv{{connkeys.MaxAttempts, "abc"}}, connkeys.MaxAttempts, `"abc" is not a whole number`},
+		{"attempts fraction", []kv{{connkeys.MaxAttempts, "2.5"}}, connkeys.MaxAttempts, "whole number"},
+		{"attempts zero", []kv{{connkeys.MaxAttempts, "0"}}, connkeys.MaxAttempts, "at least 1"},
+		{"attempts negative", []kv{{connkeys.MaxAttempts, "-3"}}, connkeys.MaxAttempts, "at least 1"},
+		{"attempts too large", []kv{{connkeys.MaxAttempts, "99999999999"}}, connkeys.MaxAttempts, "out of range"},
+		{"attempts empty", []kv{{connkeys.MaxAttempts, ""}}, connkeys.MaxAttempts, "whole number"},
+		{"duration garbage", []kv{{connkeys.MaxDuration, "soon"}}, connkeys.MaxDuration, `"soon" is not a duration`},
+		{"duration empty", []kv{{connkeys.MaxDuration, ""}}, connkeys.MaxDuration, "not a duration"},
+		{"duration zero", []kv{{connkeys.MaxDuration, "0"}}, connkeys.MaxDuration, "greater than zero"},
+		{"duration negative", []kv{{connkeys.MaxDuration, "-1s"}}, connkeys.MaxDuration, "greater than zero"},
+		{"duration overflow ms", []kv{{connkeys.MaxDuration, "9223372036854775807"}}, connkeys.MaxDuration, "out of range"},
+		{"duration overflow go syntax", []kv{{connkeys.MaxDuration, "9999999999h"}}, connkeys.MaxDuration, "not a duration"},
+		{"backoff initial zero", []kv{{connkeys.BackoffInitial, "0s"}}, connkeys.BackoffInitial, "greater than zero"},
+		{"tcp user timeout negative", []kv{{connkeys.TCPUserTimeout, "-1"}}, connkeys.TCPUserTimeout, "must not be negative"},
+		{"tcp user timeout garbage", []kv{{connkeys.TCPUserTimeout, "ten"}}, connkeys.TCPUserTimeout, "not a duration"},
+		{"tcp user timeout too large", []kv{{connkeys.TCPUserTimeout, "2147483648"}}, connkeys.TCPUserTimeout, "out of range"},
+		{"tcp user timeout below a millisecond", []kv{{connkeys.TCPUserTimeout, "10us"}}, connkeys.TCPUserTimeout, "less than a millisecond"},
+		{"backoff max zero", []kv{{connkeys.BackoffMax, "0"}}, connkeys.BackoffMax, "greater than zero"},
+		{"backoff max below initial", []kv{{connkeys.BackoffInitial, "500ms"}, {connkeys.BackoffMax, "100ms"}}, connkeys.BackoffMax, connkeys.BackoffInitial},
+		{"probe interval zero", []kv{{connkeys.HealthProbeInterval, "0"}}, connkeys.HealthProbeInterval, "greater than zero"},
+		{"probe interval garbage", []kv{{connkeys.HealthProbeInterval, "1x"}}, connkeys.HealthProbeInterval, "not a duration"},
+		{"probe wait max below the floor", []kv{{connkeys.HealthProbeWaitMax, "1ms"}}, connkeys.HealthProbeWaitMax, "less than 2ms"},
+		{"probe wait max zero", []kv{{connkeys.HealthProbeWaitMax, "0"}}, connkeys.HealthProbeWaitMax, "greater than zero"},
+		{"probe wait max above the default interval", []kv{{connkeys.HealthProbeWaitMax, "2s"}}, connkeys.HealthProbeWaitMax, connkeys.HealthProbeInterval},
+		{"probe wait max above a custom interval", []kv{{connkeys.HealthProbeInterval, "100ms"}, {connkeys.HealthProbeWaitMax, "101ms"}}, connkeys.HealthProbeWaitMax, connkeys.HealthProbeInterval},
+		{"probe wait max garbage", []kv{{connkeys.HealthProbeWaitMax, "fast"}}, connkeys.HealthProbeWaitMax, "not a duration"},
+		{"pin negative", []kv{{connkeys.PinAfterWrite, "-1"}}, connkeys.PinAfterWrite, "negative"},
+		{"pin garbage", []kv{{connkeys.PinAfterWrite, "later"}}, connkeys.PinAfterWrite, "not a duration"},
+		{"max lag negative", []kv{{connkeys.MaxLag, "-5s"}}, connkeys.MaxLag, "negative"},
+		{"max lag not above default interval", []kv{{connkeys.MaxLag, "500ms"}}, connkeys.MaxLag, connkeys.HealthProbeInterval},
+		{"max lag equal to interval", []kv{{connkeys.HealthProbeInterval, "2s"}, {connkeys.MaxLag, "2000"}}, connkeys.MaxLag, connkeys.HealthProbeInterval},
+		{"target unknown", []kv{{connkeys.Target, "leader"}}, connkeys.Target, `"leader"`},
+		{"target empty", []kv{{connkeys.Target, ""}}, connkeys.Target, "not a known target"},
+		{"target_session_attrs unknown", []kv{{connkeys.TargetSessionAttrs, "leader"}}, connkeys.TargetSessionAttrs, `"leader"`},
+		{"targets conflict", []kv{{connkeys.Target, "any"}, {connkeys.TargetSessionAttrs, "read-write"}}, connkeys.Target, connkeys.TargetSessionAttrs},
+		{"zones mismatch", []kv{{connkeys.Zones, "a,b,c"}}, connkeys.Zones, "3 zones given for 2 hosts"},
+		{"patroni not http", []kv{{connkeys.PatroniAPIURLs, "ftp://p1:8008"}}, connkeys.PatroniAPIURLs, "entry 1"},
+		{"patroni no host", []kv{{connkeys.PatroniAPIURLs, "http://p1:8008,http://"}}, connkeys.PatroniAPIURLs, "entry 2"},
+		{"patroni empty entry", []kv{{connkeys.PatroniAPIURLs, "http://p1:8008,,http://p3:8008"}}, connkeys.PatroniAPIURLs, "entry 2 is empty"},
+		{"patroni not a url", []kv{{connkeys.PatroniAPIURLs, "http://p1:port"}}, connkeys.PatroniAPIURLs, "not a valid URL"},
+		{"patroni refresh zero", []kv{{connkeys.PatroniRefresh, "0"}}, connkeys.PatroniRefresh, "greater than zero"},
+		{"fallback timeout garbage", []kv{{connkeys.FallbackConnectTimeout, "x"}}, connkeys.FallbackConnectTimeout, "not a duration"},
+		{"fallback cooldown zero", []kv{{connkeys.FallbackCooldown, "0"}}, connkeys.FallbackCooldown, "greater than zero"},
+		{"fallback lifetime negative", []kv{{connkeys.FallbackLifetime, "-1"}}, connkeys.FallbackLifetime, "greater than zero"},
 		{"fallback unknown", []kv{{"fallback_cooldwn", "5s"}}, "fallback_cooldwn", "unknown key"},
 	}
 	for _, tt := range tests {
@@ -743,37 +744,37 @@ func TestParseConfigErrorScrubsPasswordValue(t *testing.T) {
 
 // validValues holds a value ParseConfig accepts for each of our keys.
 var validValues = map[string]string{
-	keyTarget:                 "read-write",
-	keyTargetSessionAttrs:     "replica",
-	keyZone:                   "eu-1a",
-	keyZones:                  "eu-1a,eu-1b",
-	keyMaxAttempts:            "4",
-	keyReadyConns:             "1",
-	keyMaxDuration:            "10s",
-	keyBackoffInitial:         "20ms",
-	keyBackoffMax:             "2s",
-	keyHealthProbeInterval:    "500ms",
-	keyHealthProbeTimeout:     "2s",
-	keyHealthProbeWaitMax:     "100ms",
-	keyPinAfterWrite:          "0",
-	keyMaxLag:                 "5s",
-	keyReplicaWait:            "5ms",
-	keyOutageReads:            "wait",
-	keyPatroniAPIURLs:         "http://p1:8008,http://p2:8008",
-	keyPatroniRefresh:         "3s",
-	keyPatroniAllowedHosts:    "10.0.0.0/8,*.db.internal",
-	keyPatroniZoneTag:         "az",
-	keyQueryWaitTimeout:       "3s",
-	keyFallbackLocal:          "on",
-	keyFallbackConnectTimeout: "2s",
-	keyFallbackCooldown:       "10s",
-	keyFallbackLifetime:       "15s",
-	keyTCPUserTimeout:         "3000",
-	keyLazyConnect:            "on",
+	connkeys.Target:                 "read-write",
+	connkeys.TargetSessionAttrs:     "replica",
+	connkeys.Zone:                   "eu-1a",
+	connkeys.Zones:                  "eu-1a,eu-1b",
+	connkeys.MaxAttempts:            "4",
+	connkeys.ReadyConns:             "1",
+	connkeys.MaxDuration:            "10s",
+	connkeys.BackoffInitial:         "20ms",
+	connkeys.BackoffMax:             "2s",
+	connkeys.HealthProbeInterval:    "500ms",
+	connkeys.HealthProbeTimeout:     "2s",
+	connkeys.HealthProbeWaitMax:     "100ms",
+	connkeys.PinAfterWrite:          "0",
+	connkeys.MaxLag:                 "5s",
+	connkeys.ReplicaWait:            "5ms",
+	connkeys.OutageReads:            "wait",
+	connkeys.PatroniAPIURLs:         "http://p1:8008,http://p2:8008",
+	connkeys.PatroniRefresh:         "3s",
+	connkeys.PatroniAllowedHosts:    "10.0.0.0/8,*.db.internal",
+	connkeys.PatroniZoneTag:         "az",
+	connkeys.QueryWaitTimeout:       "3s",
+	connkeys.FallbackLocal:          "on",
+	connkeys.FallbackConnectTimeout: "2s",
+	connkeys.FallbackCooldown:       "10s",
+	connkeys.FallbackLifetime:       "15s",
+	connkeys.TCPUserTimeout:         "3000",
+	connkeys.LazyConnect:            "on",
 }
 
 func TestConfigValidValuesCoverEveryKey(t *testing.T) {
-	all := slices.Concat(ownKeys, fallbackKeys, []string{keyTargetSessionAttrs})
+	all := connkeys.Names()
 	if got, want := slices.Sorted(maps.Keys(validValues)), slices.Sorted(slices.Values(all)); !slices.Equal(got, want) {
 		t.Fatalf("validValues keys = %q, want %q", got, want)
 	}
@@ -797,7 +798,7 @@ func TestParseConfigRemovesOwnKeys(t *testing.T) {
 				}
 			}
 			for k := range rp {
-				if slices.Contains(ownKeys, k) || strings.HasPrefix(k, fallbackKeyPrefix) || k == keyTargetSessionAttrs {
+				if connkeys.Ours(k) || k == connkeys.TargetSessionAttrs {
 					t.Errorf("RuntimeParams holds our key %s", k)
 				}
 			}
@@ -818,7 +819,7 @@ func TestParseConfigRemovesOwnKeys(t *testing.T) {
 	t.Run("all at once", func(t *testing.T) {
 		keys := slices.Clone(server)
 		for _, k := range slices.Sorted(maps.Keys(validValues)) {
-			if k != keyTarget { // read-write would disagree with replica
+			if k != connkeys.Target { // read-write would disagree with replica
 				keys = append(keys, kv{k, validValues[k]})
 			}
 		}
@@ -833,7 +834,7 @@ func TestParseConfigRemovesOwnKeys(t *testing.T) {
 		if c.MaxAttempts != 2 {
 			t.Errorf("MaxAttempts = %d, want 2", c.MaxAttempts)
 		}
-		check(t, c, []string{keyMaxAttempts})
+		check(t, c, []string{connkeys.MaxAttempts})
 	})
 }
 
@@ -1075,37 +1076,10 @@ func TestConfigHostAddr(t *testing.T) {
 	}
 }
 
-func TestParseDuration(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    time.Duration
-		problem bool
-	}{
-		{"250ms", 250 * time.Millisecond, false},
-		{"250", 250 * time.Millisecond, false},
-		{"+250", 250 * time.Millisecond, false},
-		{"-250", -250 * time.Millisecond, false},
-		{"0", 0, false},
-		{"1h", time.Hour, false},
-		{"9223372036854", 9223372036854 * time.Millisecond, false},
-		{"9223372036855", 0, true},
-		{"", 0, true},
-		{"-", 0, true},
-		{"12 ms", 0, true},
-		{"1e3", 0, true},
-	}
-	for _, tt := range tests {
-		got, problem, _ := parseDuration(tt.in)
-		if (problem != "") != tt.problem || got != tt.want {
-			t.Errorf("parseDuration(%q) = %v, %q; want %v, problem %v", tt.in, got, problem, tt.want, tt.problem)
-		}
-	}
-}
-
 // tcp_user_timeout=0 keeps the operating system's default, as in libpq.
 func TestParseConfigTCPUserTimeoutZero(t *testing.T) {
 	clearPGEnv(t)
-	for _, f := range withKeys(kv{keyTCPUserTimeout, "0"}) {
+	for _, f := range withKeys(kv{connkeys.TCPUserTimeout, "0"}) {
 		t.Run(f.name, func(t *testing.T) {
 			if got := mustParse(t, f.conn).tcpUserTimeout; got != 0 {
 				t.Errorf("tcpUserTimeout = %v, want 0", got)
@@ -1121,17 +1095,17 @@ func TestParseConfigOutageReads(t *testing.T) {
 		t.Errorf("default outage_reads = %v, want replica", got)
 	}
 	for v, want := range map[string]replica.OutageReads{"replica": replica.OutageReplica, "wait": replica.OutageWait} {
-		for _, f := range withKeys(kv{keyOutageReads, v}) {
+		for _, f := range withKeys(kv{connkeys.OutageReads, v}) {
 			if got := mustParse(t, f.conn).Replica.OutageReads; got != want {
 				t.Errorf("%s: outage_reads = %v, want %v", f.name, got, want)
 			}
 		}
 	}
 	for _, v := range []string{"", "Wait", "primary", "on", "1", " replica"} {
-		for _, f := range withPassword(keyOutageReads, v) {
+		for _, f := range withPassword(connkeys.OutageReads, v) {
 			t.Run(v+"/"+f.name, func(t *testing.T) {
 				_, err := ParseConfig(f.conn)
-				checkConfigError(t, err, keyOutageReads, "must be replica or wait")
+				checkConfigError(t, err, connkeys.OutageReads, "must be replica or wait")
 			})
 		}
 	}

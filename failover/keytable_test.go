@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pgfailover/pgfailover/internal/connkeys"
 )
 
 // keyRow matches a row of the key table in ParseConfig's doc comment: a key
@@ -73,7 +75,7 @@ func comparableConfig(c *Config) Config {
 // without that key gives.
 func TestParseConfigKeyTable(t *testing.T) {
 	keys, defaults := parseConfigKeyTable(t)
-	known := append(append([]string{keyTargetSessionAttrs}, ownKeys...), fallbackKeys...)
+	known := connkeys.Names()
 	for _, k := range known {
 		if !slices.Contains(keys, k) {
 			t.Errorf("ParseConfig's key table has no row for %s, which ParseConfig takes", k)

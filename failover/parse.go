@@ -1,97 +1,12 @@
 package failover
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/internal/connstr"
 	"github.com/pgfailover/pgfailover/internal/netconn"
-	"github.com/pgfailover/pgfailover/patroni"
 )
-
-// Connection-string keys owned by this package. pgconn does not know them,
-// so it files them under ConnConfig.RuntimeParams; ParseConfig takes them out
-// again before anything can send them to a server.
-const (
-	keyTarget                 = "target"
-	keyZone                   = "zone"
-	keyZones                  = "zones"
-	keyMaxAttempts            = "failover_max_attempts"
-	keyReadyConns             = "failover_ready_conns"
-	keyMaxDuration            = "failover_max_duration"
-	keyBackoffInitial         = "failover_backoff_initial"
-	keyBackoffMax             = "failover_backoff_max"
-	keyHealthProbeInterval    = "health_probe_interval"
-	keyHealthProbeTimeout     = "health_probe_timeout"
-	keyHealthProbeWaitMax     = "health_probe_wait_max"
-	keyPinAfterWrite          = "pin_after_write"
-	keyMaxLag                 = "max_lag"
-	keyReplicaWait            = "replica_wait"
-	keyOutageReads            = "outage_reads"
-	keyPatroniAPIURLs         = "patroni_api_urls"
-	keyPatroniRefresh         = "patroni_refresh_interval"
-	keyPatroniAllowedHosts    = "patroni_allowed_hosts"
-	keyPatroniZoneTag         = "patroni_zone_tag"
-	keyQueryWaitTimeout       = "query_wait_timeout"
-	keyFallbackLocal          = "fallback_local"
-	keyLazyConnect            = "lazy_connect"
-	keyFallbackConnectTimeout = "fallback_connect_timeout"
-	keyFallbackCooldown       = "fallback_cooldown"
-	keyFallbackLifetime       = "fallback_lifetime"
-
-	// keyTCPUserTimeout is libpq's key, which pgconn does not implement: it
-	// would send it to the server as a runtime parameter, setting the
-	// server's side of the socket instead of the client's.
-	keyTCPUserTimeout = "tcp_user_timeout"
-
-	// fallbackKeyPrefix marks the whole fallback_* family as ours. A key with
-	// this prefix that is not one of the keyFallback* names is an error, so a
-	// misspelling is reported instead of being dropped or sent to the server.
-	fallbackKeyPrefix = "fallback_"
-
-	// keyTargetSessionAttrs is libpq's key. pgconn parses it itself, so it
-	// never shows up in RuntimeParams; ParseConfig reads it from the string.
-	keyTargetSessionAttrs = "target_session_attrs"
-)
-
-// ownKeys lists this package's keys, fallback_* aside, in the order
-// ParseConfig checks them. Error messages therefore come out in a fixed order.
-var ownKeys = []string{
-	keyTarget,
-	keyZone,
-	keyZones,
-	keyMaxAttempts,
-	keyReadyConns,
-	keyMaxDuration,
-	keyBackoffInitial,
-	keyBackoffMax,
-	keyHealthProbeInterval,
-	keyHealthProbeTimeout,
-	keyHealthProbeWaitMax,
-	keyPinAfterWrite,
-	keyMaxLag,
-	keyReplicaWait,
-	keyOutageReads,
-	keyPatroniAPIURLs,
-	keyPatroniRefresh,
-	keyPatroniAllowedHosts,
-	keyPatroniZoneTag,
-	keyQueryWaitTimeout,
-	keyTCPUserTimeout,
-	keyLazyConnect,
-}
-
-// fallbackKeys are the known members of the fallback_* family.
-var fallbackKeys = []string{
-	keyFallbackLocal,
-	keyFallbackConnectTimeout,
-	keyFallbackCooldown,
-	keyFallbackLifetime,
-}
 
 // ParseConfig builds a Config from a connection string in either of libpq's
 // forms, a URL or keyword/value pairs:
@@ -246,7 +161,7 @@ func ParseConfig(connString string) (*Config, error) {
 		if _, err := pgxpool.ParseConfig(connString); err != nil {
 			return nil, p.pgxError(err)
 		}
-		return nil, p.fail("", scanErr.Error(), nil)
+		return nil, p.fail(&connkeys.Error{Msg: scanErr.Error()})
 	}
 
 	svc := scan.ServiceSettings()
@@ -261,79 +176,37 @@ func ParseConfig(connString string) (*Config, error) {
 
 	// Take every key of ours out of RuntimeParams before anything else, so
 	// none can be left behind by an early return.
-	own := make(map[string]string)
-	for k, v := range cc.RuntimeParams {
-		if slices.Contains(ownKeys, k) || strings.HasPrefix(k, fallbackKeyPrefix) {
-			own[k] = v
-			delete(cc.RuntimeParams, k)
-		}
+	own := connkeys.Take(cc.RuntimeParams)
+	s, kerr := connkeys.Read(own, tsa, int(poolConfig.MaxConns))
+	if kerr != nil {
+		return nil, p.fail(kerr)
 	}
-
 	c := &Config{
-		Config:              poolConfig,
-		Target:              hosthealth.TargetPrimary,
-		MaxAttempts:         defaultMaxAttempts,
-		ReadyConns:          int(poolConfig.MaxConns),
-		MaxDuration:         defaultMaxDuration,
-		BackoffInitial:      defaultBackoffInitial,
-		BackoffMax:          defaultBackoffMax,
-		HealthProbeInterval: defaultHealthProbeInterval,
-		HealthProbeTimeout:  defaultHealthProbeTimeout,
-		HealthProbeWaitMax:  defaultHealthProbeWaitMax,
-		connString:          connString,
-		Replica: ReplicaConfig{
-			PinAfterWrite: defaultPinAfterWrite,
-			MaxLag:        defaultMaxLag,
-			Wait:          defaultReplicaWait,
-		},
-		patroni: patroniSettings{
-			refresh:                patroni.DefaultRefreshInterval,
-			zoneTag:                patroni.DefaultZoneTag,
-			queryWait:              patroni.DefaultQueryWaitTimeout,
-			fallbackConnectTimeout: patroni.DefaultFallbackConnect,
-			fallbackCooldown:       patroni.DefaultFallbackCooldown,
-			fallbackLifetime:       patroni.DefaultFallbackLifetime,
-		},
-		tcpUserTimeout:       netconn.DefaultTCPUserTimeout,
-		probeConnectTimeout:  defaultConnectTimeout,
+		Config:               poolConfig,
+		Target:               s.Target,
+		Zone:                 s.Zone,
+		MaxAttempts:          s.MaxAttempts,
+		ReadyConns:           s.ReadyConns,
+		MaxDuration:          s.MaxDuration,
+		BackoffInitial:       s.BackoffInitial,
+		BackoffMax:           s.BackoffMax,
+		HealthProbeInterval:  s.HealthProbeInterval,
+		HealthProbeWaitMax:   s.HealthProbeWaitMax,
+		HealthProbeTimeout:   s.HealthProbeTimeout,
+		LazyConnect:          s.LazyConnect,
+		connString:           connString,
+		Replica:              ReplicaConfig(s.Replica),
+		patroni:              newPatroniSettings(s.Patroni),
+		tcpUserTimeout:       s.TCPUserTimeout,
+		probeConnectTimeout:  connkeys.DefaultConnectTimeout,
 		createdByParseConfig: true,
 	}
-
-	if err := p.applyTarget(c, own, tsa); err != nil {
-		return nil, err
-	}
-	if err := p.applyBudget(c, own); err != nil {
-		return nil, err
-	}
-	if c.HealthProbeInterval, err = p.duration(own, keyHealthProbeInterval, c.HealthProbeInterval, positive); err != nil {
-		return nil, err
-	}
-	if c.HealthProbeTimeout, err = p.duration(own, keyHealthProbeTimeout, c.HealthProbeTimeout, positive); err != nil {
-		return nil, err
-	}
-	if c.HealthProbeWaitMax, err = p.probeWaitMax(own, c.HealthProbeInterval); err != nil {
-		return nil, err
-	}
-	if err := c.Replica.parse(p, own, c.HealthProbeInterval); err != nil {
-		return nil, err
-	}
-	if err := c.patroni.parse(p, own); err != nil {
-		return nil, err
-	}
-	c.patroni.fallbackLocal = c.patroni.fallbackLocal && len(c.patroni.apiURLs) > 0
-	if c.tcpUserTimeout, err = p.tcpUserTimeout(own); err != nil {
-		return nil, err
-	}
-	if c.LazyConnect, err = p.onOff(own, keyLazyConnect, false); err != nil {
-		return nil, err
-	}
 	cc.DialFunc = netconn.DialFunc(c.tcpUserTimeout)
-	c.Zone = own[keyZone]
 
 	// The Pool checks roles itself; pgconn's check must stay out of the way.
 	cc.ValidateConnect = nil
 	if !scan.ConnectTimeoutSet(&cc.Config, svc) {
-		cc.ConnectTimeout = defaultConnectTimeout
+		cc.ConnectTimeout = connkeys.DefaultConnectTimeout
 	}
 
 	hosts := splitHosts(&cc.Config)
@@ -346,20 +219,12 @@ func ParseConfig(connString string) (*Config, error) {
 		// are the hosts.
 		hosts = nil
 	}
-	if z, ok := own[keyZones]; ok {
-		zones := strings.Split(z, ",")
-		switch {
-		case len(zones) == 1:
-			for i := range hosts {
-				hosts[i].Zone = zones[0]
-			}
-		case len(zones) == len(hosts):
-			for i := range hosts {
-				hosts[i].Zone = zones[i]
-			}
-		default:
-			return nil, p.fail(keyZones, fmt.Sprintf("%d zones given for %d hosts; give one zone for every host, or a single zone for all", len(zones), len(hosts)), nil)
-		}
+	zones, kerr := s.HostZones(len(hosts))
+	if kerr != nil {
+		return nil, p.fail(kerr)
+	}
+	for i, z := range zones {
+		hosts[i].Zone = z
 	}
 	c.Hosts = dedupHosts(hosts)
 
