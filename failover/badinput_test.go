@@ -571,7 +571,7 @@ func TestParseConfigZonesWithSpaces(t *testing.T) {
 	})
 }
 
-// TestNewWithConfigChecksDurationsSetInCode: a duration field set in code
+// TestNewWithConfigChecksDurationsSetInCode: a duration or count field set in code
 // after ParseConfig is held to the range ParseConfig holds its key to, and
 // NewWithConfig's error names the key and the field. The values at the
 // ends of each range are taken (lazy_connect=on, so that nothing is
@@ -597,6 +597,14 @@ func TestNewWithConfigChecksDurationsSetInCode(t *testing.T) {
 		{"replica wait zero", func(c *Config) { c.Replica.Wait = 0 }, "", ""},
 		{"ready conns negative", func(c *Config) { c.ReadyConns = -1 }, connkeys.ReadyConns, "ReadyConns"},
 		{"ready conns zero", func(c *Config) { c.ReadyConns = 0 }, "", ""},
+		{"max attempts zero", func(c *Config) { c.MaxAttempts = 0 }, connkeys.MaxAttempts, "MaxAttempts"},
+		{"max attempts one", func(c *Config) { c.MaxAttempts = 1 }, "", ""},
+		{"max duration zero", func(c *Config) { c.MaxDuration = 0 }, connkeys.MaxDuration, "MaxDuration"},
+		{"backoff initial zero", func(c *Config) { c.BackoffInitial = 0 }, connkeys.BackoffInitial, "BackoffInitial"},
+		{"backoff max below initial", func(c *Config) { c.BackoffMax = c.BackoffInitial / 2 }, connkeys.BackoffMax, "BackoffMax"},
+		{"backoff max at initial", func(c *Config) { c.BackoffMax = c.BackoffInitial }, "", ""},
+		{"probe interval zero", func(c *Config) { c.HealthProbeInterval = 0 }, connkeys.HealthProbeInterval, "HealthProbeInterval"},
+		{"probe timeout negative", func(c *Config) { c.HealthProbeTimeout = -time.Second }, connkeys.HealthProbeTimeout, "HealthProbeTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

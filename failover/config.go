@@ -178,6 +178,18 @@ type ReplicaConfig struct {
 // Config it is given.
 func (c *Config) check() error {
 	switch {
+	case c.MaxAttempts < 1:
+		return &ConfigError{Key: connkeys.MaxAttempts, Msg: fmt.Sprintf("MaxAttempts is %d: at least 1 attempt is needed", c.MaxAttempts)}
+	case c.MaxDuration <= 0:
+		return &ConfigError{Key: connkeys.MaxDuration, Msg: fmt.Sprintf("MaxDuration is %v: it must be positive", c.MaxDuration)}
+	case c.BackoffInitial <= 0:
+		return &ConfigError{Key: connkeys.BackoffInitial, Msg: fmt.Sprintf("BackoffInitial is %v: it must be positive", c.BackoffInitial)}
+	case c.BackoffMax < c.BackoffInitial:
+		return &ConfigError{Key: connkeys.BackoffMax, Msg: fmt.Sprintf("BackoffMax is %v, less than %s (BackoffInitial, %v)", c.BackoffMax, connkeys.BackoffInitial, c.BackoffInitial)}
+	case c.HealthProbeInterval <= 0:
+		return &ConfigError{Key: connkeys.HealthProbeInterval, Msg: fmt.Sprintf("HealthProbeInterval is %v: it must be positive", c.HealthProbeInterval)}
+	case c.HealthProbeTimeout <= 0:
+		return &ConfigError{Key: connkeys.HealthProbeTimeout, Msg: fmt.Sprintf("HealthProbeTimeout is %v: it must be positive", c.HealthProbeTimeout)}
 	case c.ReadyConns < 0:
 		return &ConfigError{Key: connkeys.ReadyConns, Msg: fmt.Sprintf("ReadyConns is %d, negative: 0 opens none", c.ReadyConns)}
 	case c.HealthProbeWaitMax < probe.Floor:

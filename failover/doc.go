@@ -38,7 +38,7 @@
 // A call moves to the next host only when that cannot run a statement
 // twice. Connecting and BEGIN always may. A replay-safe read (see
 // ReplaySafe and NoRetry) may while none of its rows has reached the
-// caller. Any other statement may only when it provably never ran: it did
+// caller (for QueryRow: until the query completes). Any other statement may only when it provably never ran: it did
 // not reach the server, or the server refused it before running it, as a
 // standby refuses a write. When a statement that may write was cut off in
 // flight, the call fails with ErrCommitOutcomeUnknown and is never run
@@ -51,9 +51,10 @@
 // When no host can take a call, the call waits and wakes as soon as a
 // probe or another call sees a host change; while any call waits, the
 // hosts are probed fast and the replica likeliest to be promoted is
-// watched on the server. One deadline, failover_max_duration (30s) from
-// the call's first failover event, bounds the waiting and the attempts,
-// with the caller's context. When the call cannot finish, a
+// watched on the server. One deadline, failover_max_duration (30s; with
+// fallback_local, query_wait_timeout when shorter) from the call's first
+// failover event, bounds the waiting and the attempts, with the caller's
+// context. When the call cannot finish, a
 // *FailoverError (wrapping ErrNoHost or ErrBudgetExhausted) says what each
 // host did. The schedule, and what it costs a fleet, are in the guide's
 // https://github.com/pgfailover/pgfailover/blob/main/docs/how-failover-works.md.
@@ -90,7 +91,8 @@
 // pgfailover.failover span per failover episode, with an event per host
 // that failed and one for the wait. Config.Logger receives each change of
 // a host's state or role once, whoever noticed it, and rate-limited
-// warnings (one per host and kind each 10 s); the Pool logs nothing
+// warnings (one per host and kind each 10 s; the Patroni source's, one
+// per kind a minute); the Pool logs nothing
 // without it. A call that meets no failover event records nothing. No
 // password appears in any error, log line, metric or span.
 //

@@ -13,14 +13,16 @@ import (
 var (
 	// ErrNoHost means no host could satisfy the target. From New: no host
 	// was reachable in a role the target accepts, or the host list is
-	// empty. From a call: every host was in the wrong role for the target
-	// when the call's budget or deadline ran out (a call that ran out
-	// while some host was unreachable gets ErrBudgetExhausted).
+	// empty. From a call: the call waited for a usable host until its
+	// budget or deadline ran out, and every host was then known to be in
+	// the wrong role for the target (a call that ran out otherwise gets
+	// ErrBudgetExhausted).
 	ErrNoHost = errors.New("pgfailover: no host satisfies the target")
 
 	// ErrBudgetExhausted means the call was still failing over when its
-	// budget (failover_max_attempts, failover_max_duration or the caller's
-	// deadline) ran out.
+	// budget (failover_max_attempts, failover_max_duration, or the
+	// caller's context: its deadline, or its cancellation as Cause) ran
+	// out.
 	ErrBudgetExhausted = errors.New("pgfailover: failover budget exhausted")
 
 	// ErrClosed means the Pool was closed.

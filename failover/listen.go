@@ -33,7 +33,8 @@ type GapError struct {
 	Lost time.Time
 	// Regained is when the new session's LISTENs were done.
 	Regained time.Time
-	// Addr is host:port of the new session's server.
+	// Addr is the remote address of the new session's socket: the
+	// server's resolved IP and port, or its socket path.
 	Addr string
 	// Cause is why the old session was lost.
 	Cause error

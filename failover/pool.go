@@ -113,7 +113,7 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 
 // NewWithConfig creates a Pool from a Config made by ParseConfig. With
 // Config.Topology set, it first waits for the source's first report (up to
-// connect_timeout). It probes every host, each within connect_timeout: in
+// connect_timeout, or 5s when connect_timeout is 0). It probes every host, each within connect_timeout: in
 // turn until one has logged in, so that a wrong password reaches one host
 // only, then the rest in parallel. It fails with the authentication
 // error when the credentials are refused, and otherwise with one error
@@ -362,7 +362,9 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 }
 
 // CopyFrom runs a COPY FROM on the best host. It moves to another host only
-// when nothing was sent and no row was read from rowSrc yet.
+// while no row has been read from rowSrc, and only when the COPY provably
+// did nothing: it never reached the server, or the server refused it
+// before running it.
 func (p *Pool) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
 	src := &watchedSource{CopyFromSource: rowSrc}
 	var c call

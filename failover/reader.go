@@ -36,7 +36,8 @@ import (
 // position comes from its last probe, or, when that is older, from the
 // replica itself: one more round trip on the replica, on the connection
 // the read then uses. A replica that has not replayed it yet is given up
-// to replica_wait to do so, asked again every few hundred microseconds.
+// to replica_wait to do so, asked again from 200µs apart, the gap doubling
+// up to 2ms.
 // The primary takes the read instead when:
 //
 //   - a write through the Pool completed less than pin_after_write ago

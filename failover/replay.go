@@ -35,9 +35,11 @@ func NoRetry(ctx context.Context) context.Context {
 
 // ReplaySafe returns a context under which Query, QueryRow and SendBatch
 // treat their statements as safe to run again on another host before any
-// row reached the caller, whatever their text looks like. Use it for
-// statements the classifier is too cautious about, such as a call of a
-// user-defined function known to only read.
+// row reached the caller (for QueryRow: until the query completes),
+// whatever their text looks like. Use it for statements the classifier is
+// too cautious about, such as a call of a user-defined function known to
+// only read. A statement run under it is taken not to write: it neither
+// pins later reads to what it wrote nor advances a CausalToken.
 func ReplaySafe(ctx context.Context) context.Context {
 	return context.WithValue(ctx, replayKey{}, replayAlways)
 }

@@ -14,8 +14,10 @@ import (
 
 // QueryRow runs a query expected to return at most one row. As with
 // pgxpool, the statement is sent at once and errors are deferred to Scan.
-// Scan may run the query again on another host when it failed before its
-// row reached the caller, under the same rules as Query.
+// Scan may run a replay-safe query again on another host when its
+// connection failed before the query completed, even after its row was
+// scanned (the new row overwrites dest whole); any other query only when
+// it provably did not run.
 func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	var c call
 	p.startCall(&c, ctx)

@@ -19,9 +19,9 @@ import (
 // or batch closed after its error was returned) pass through unchanged and
 // are not counted again.
 //
-// A failure is described (what the error and the statement say), the host
-// is marked, the call's progress is read, outcome.Decide decides, and
-// apply carries the decision out.
+// A failure is described (what the error and the statement say), the
+// call's progress is read, outcome.Decide decides, and apply marks the
+// host and carries the decision out.
 func (c *call) done(err error, rule outcome.Rule) error {
 	if c.settledOnce {
 		return err

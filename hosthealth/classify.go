@@ -17,9 +17,10 @@ import (
 type Class uint8
 
 const (
-	// NotFailover: not a failover event. An ordinary SQL error, a caller
-	// that gave up, or an error this package does not recognise. The host
-	// keeps its state and the error goes back to the caller.
+	// NotFailover: not a failover event. An ordinary SQL error, a
+	// cancelled context, or an error this package does not recognise (a
+	// context deadline is Transport). The host keeps its state and the
+	// error goes back to the caller.
 	NotFailover Class = iota
 	// Terminal: trying other hosts cannot help (bad credentials, no such
 	// database, permission denied at connect). Stop and report it.
@@ -27,8 +28,9 @@ const (
 	// Topology: the server is up but in the wrong role for the target.
 	// Demote the host and move on without backing off.
 	Topology
-	// Transient: the server asked to be tried again later. Record it, move
-	// on, and back off once per round.
+	// Transient: the server asked to be tried again later. Record it and
+	// move on; the call holds the host back for a backoff before it sends
+	// there again.
 	Transient
 	// Transport: the host could not be reached or the connection broke.
 	Transport

@@ -41,7 +41,7 @@
 // a target is derived from the facts by [HostStatus.StateFor]: a host whose
 // role, reported or else claimed, the target does not accept ranks as
 // TopologyReject, and so does a server that answered without telling its
-// role. Under [TargetPreferReplica] both roles are accepted, but a primary
+// role when no role is claimed for it either. Under [TargetPreferReplica] both roles are accepted, but a primary
 // ranks as TopologyReject while any replica is Healthy or Unknown; see
 // [Snapshot.State].
 //
@@ -58,7 +58,8 @@
 //
 // # Outages
 //
-// The first failure starts an outage. At that moment every Healthy host
+// A failure while no outage is under way, a write refused by a read-only
+// server included, starts one. At that moment every Healthy host
 // known to be in another zone than the client's is reset to Unknown,
 // keeping its role: a walk then tries the local hosts again before it
 // settles on a remote one, so traffic comes home once the local hosts

@@ -43,7 +43,8 @@ func (h HostStatus) role() Role {
 // StateFor is the state the host ranks with for target t: its State, except
 // that a host whose server answered, or whose role is known, ranks as
 // TopologyReject when t does not accept its role. A server that answered
-// without telling its role is not accepted by any target.
+// without telling its role, and with no role claimed for it, is not
+// accepted by any target.
 func (h HostStatus) StateFor(t Target) State {
 	switch h.State {
 	case Healthy:
@@ -156,7 +157,8 @@ func (s *Snapshot) ObserveZone(addr, zone string) *Snapshot {
 // ObserveConnect instead. Terminal and NotFailover are not about the host
 // and change nothing.
 //
-// The first failure after a success starts a new outage. At that moment
+// A failure while no outage is under way, a Topology one included, starts
+// one. At that moment
 // every Healthy host known to be in another zone than the client's is reset
 // to Unknown, so that a walk tries local hosts again before settling on a
 // remote one.

@@ -10,8 +10,9 @@ import (
 type State uint8
 
 const (
-	// Healthy: the last connect, probe or query on the host worked and the
-	// server's role suits the target.
+	// Healthy: the last connect, probe or query on the host worked: the
+	// server answered. Whether its role suits a target is StateFor's to
+	// say.
 	Healthy State = iota
 	// Unknown: not tried yet, or reset when a new outage began.
 	Unknown

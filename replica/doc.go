@@ -2,9 +2,10 @@
 // streaming replica: which replicas are fresh enough, which of them is next
 // in turn, and when a read must go to the primary instead.
 //
-// It holds no connections and does no I/O. The caller (package failover)
-// probes the servers and feeds in what it learns: the primary's WAL
-// position with the time it was read, and each replica's replay position.
+// It holds no connections and does no I/O. The caller (the Pool's host
+// state, internal/hoststate) feeds in what the probes and the Reader's
+// reads learn: the primary's WAL position with the time it was read, and
+// each replica's replay position.
 // From these the package derives an upper bound on how stale each replica
 // is:
 //

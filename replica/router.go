@@ -11,8 +11,9 @@ import (
 
 // Candidate is one replica as a read sees it.
 type Candidate struct {
-	// Usable: the replica is reachable, in recovery, takes reads, and the
-	// read has not failed on it yet.
+	// Usable: the replica may take a read now: it is not known to be down
+	// or in another role (one not probed yet counts), the topology source
+	// does not keep reads off it, and the read has not failed on it yet.
 	Usable bool
 	Tier   hosthealth.Tier
 	// Last: the replica takes reads only when no replica without Last is
@@ -41,8 +42,10 @@ type Policy struct {
 	// MaxLag is the greatest staleness a replica may serve reads with;
 	// zero sets no gate.
 	MaxLag time.Duration
-	// PinAfterWrite is how long after a write reads go to the primary;
-	// zero turns read-your-writes off.
+	// PinAfterWrite is how long after a write a read must see it: it goes
+	// to a replica that has replayed a position of the primary sampled
+	// after the write, else to the primary; zero turns read-your-writes
+	// off.
 	PinAfterWrite time.Duration
 	// OutageReads is what a read that must see writes does while no
 	// primary is usable and no replica is known to have replayed them.

@@ -88,7 +88,8 @@ func (s *Sampler) Answer(addr string, sample Sample, ok bool) {
 	}
 }
 
-// Observe records a sample of the primary at addr that a probe took.
+// Observe records a sample of the primary at addr: one a probe took, or
+// one a write with a CausalToken took.
 func (s *Sampler) Observe(addr string, sample Sample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

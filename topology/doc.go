@@ -12,7 +12,7 @@
 // newly claimed as the primary is probed at once, and followed up while
 // its promotion may still be under way.
 //
-// The package holds types only and imports neither pgx nor the failover
-// package: it sits below both failover and the sources (package patroni,
+// The package holds types only and imports no pgx package directly, nor
+// failover: it sits below both failover and the sources (package patroni,
 // say), which import it, so a source can live anywhere.
 package topology

@@ -80,9 +80,9 @@
 // Connections come from the Pool's PgxPool: each new one goes to the best
 // host for the target (the primary by default) and passes the same role
 // check; a connect its host refuses (unreachable, shutting down, in the
-// wrong role) is tried again, after the Pool's backoff (full jitter
-// between failover_backoff_initial and failover_backoff_max, on the wall
-// clock), up to failover_max_attempts, so that the first statement after a
+// wrong role) is tried again, after the Pool's backoff (full jitter: each
+// wait drawn below a base that doubles from failover_backoff_initial up to
+// failover_backoff_max, on the wall clock), up to failover_max_attempts, so that the first statement after a
 // failover waits for the new primary instead of failing. An idle connection is
 // handed out, or reused by database/sql (ResetSession), only after a
 // non-blocking peek finds it alive and its host still usable for the

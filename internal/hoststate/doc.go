@@ -27,8 +27,8 @@
 // # Readers
 //
 // [Owner.Routes] is one atomic load; the value it returns is never
-// modified. Each target's usable hosts are ranked when it is built, so a
-// pick neither locks nor allocates. A caller that finds no host it can use
+// modified. Each target's usable hosts are ranked when it is built, so
+// reading the Routes neither locks nor allocates. A caller that finds no host it can use
 // waits on the Moved channel of the Routes it looked at (or Changed, when
 // it also reads the replicas' freshness): no change can slip between the
 // look and the wait.

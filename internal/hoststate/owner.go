@@ -2,6 +2,7 @@ package hoststate
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,9 +123,9 @@ type Result[T any] struct {
 	News[T]
 }
 
-// News is what one publication of the Routes changed, for the caller to
-// log and record. An observation that changed nothing routing reads has
-// none.
+// News is what one publication of the Routes changed in the hosts'
+// health, for the caller to log and record. Only a change of some host's
+// health has News; one of freshness alone has none.
 type News[T any] struct {
 	Changes []Change
 	// Ended is set when the target had no usable host and has one
@@ -274,16 +275,21 @@ func (o *Owner[T]) publish(old *Routes[T], health *hosthealth.Snapshot, table *T
 			next.Outage = o.lag.Outage()
 		}
 	}
-	readsChanged := healthChanged || freshChanged || next.Outage != old.Outage
+	// A new table with the same health can still change what a pick
+	// finds: a host whose T could not be built before, or a host the
+	// source now keeps reads off.
+	rankedChanged := healthChanged || (table != old.Table && !sameRanked(old, next))
+	readsChanged := rankedChanged || freshChanged || next.Outage != old.Outage ||
+		(table != old.Table && (!slices.Equal(old.Replicas, next.Replicas) || !slices.Equal(old.Cands, next.Cands)))
 	next.Moved, next.Changed = old.Moved, old.Changed
-	if healthChanged {
+	if rankedChanged {
 		next.Moved = make(chan struct{})
 	}
 	if readsChanged {
 		next.Changed = make(chan struct{})
 	}
 	o.cur.Store(next)
-	if healthChanged {
+	if rankedChanged {
 		close(old.Moved)
 	}
 	if readsChanged {
@@ -337,4 +343,14 @@ func diff[T any](old, next *Routes[T]) []Change {
 		}
 	}
 	return out
+}
+
+// sameRanked reports whether a and b rank the same hosts for every target.
+func sameRanked[T any](a, b *Routes[T]) bool {
+	for t := range a.Ranked {
+		if !slices.Equal(a.Ranked[t], b.Ranked[t]) {
+			return false
+		}
+	}
+	return true
 }

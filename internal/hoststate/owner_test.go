@@ -166,6 +166,32 @@ func TestWakes(t *testing.T) {
 	if o.Routes().Table != again {
 		t.Fatal("the new table was not published")
 	}
+
+	// A host whose node could not be built before gets one: the same
+	// health, but the picks find another host.
+	partial := tableOf(hosts[0])
+	o.SetTable(partial, hosts)
+	rs = o.Routes()
+	if got := addrs(rs.Ranked[hosthealth.TargetAny]); !slices.Equal(got, []string{"a:5432"}) {
+		t.Fatalf("Ranked[any] with b's node missing = %v", got)
+	}
+	o.SetTable(tableOf(hosts...), hosts)
+	if !closed(rs.Moved) || !closed(rs.Changed) {
+		t.Fatal("a table that gives a host its node woke nobody")
+	}
+
+	// The source keeps reads off b: only the Reader's waiters wake.
+	rs = o.Routes()
+	noReads := tableOf(hosts...)
+	noReads.ByAddr, noReads.List = rs.Table.ByAddr, rs.Table.List
+	noReads.NoReads = map[string]bool{"b:5432": true}
+	o.SetTable(noReads, hosts)
+	if closed(rs.Moved) || !closed(rs.Changed) {
+		t.Fatalf("reads kept off b: Moved closed %v, Changed closed %v; want false, true", closed(rs.Moved), closed(rs.Changed))
+	}
+	if len(o.Routes().Replicas) != 0 {
+		t.Fatalf("b still a Reader candidate: %v", addrs(o.Routes().Replicas))
+	}
 }
 
 // TestOrder: an answer that began before the host's latest failure is

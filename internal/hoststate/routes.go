@@ -50,10 +50,10 @@ type Routes[T any] struct {
 	// is usable as the primary (Ranked[TargetPrimary] is empty); nil
 	// otherwise.
 	Outage *replica.Outage
-	// Moved is closed when a newer Routes holds other health; Changed when
-	// it holds other health, freshness or Outage. A new table alone closes
-	// neither: a source that repeats itself wakes nobody, and a table that
-	// differs in its hosts comes with other health.
+	// Moved is closed when a newer Routes holds other health or ranks
+	// other hosts; Changed when it holds other health, rankings,
+	// candidates, freshness or Outage. A table that repeats the last one
+	// closes neither: a source that repeats itself wakes nobody.
 	Moved, Changed chan struct{}
 
 	// epochs holds each host's epoch counter, by address. The counters

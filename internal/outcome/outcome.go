@@ -60,7 +60,8 @@ func (p Phase) String() string { return phaseNames[p] }
 // Failure is everything the decision looks at after an attempt failed.
 // Describe fills in what the error and the statement say; the caller adds
 // its own progress (CallerDone, and for a Call FailedOver, Attempts,
-// MaxAttempts and TimeLeft), read after the host has been marked.
+// MaxAttempts and TimeLeft), as it stood before this failure; marking the
+// host is one of the effects of the decision.
 type Failure struct {
 	Phase       Phase
 	Class       hosthealth.Class // what hosthealth says the error means

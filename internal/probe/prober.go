@@ -126,7 +126,7 @@ type Result struct {
 	Err       error
 }
 
-// run asks the host, connecting first when needed: connecting is bounded
+// Run asks the host, connecting first when needed: connecting is bounded
 // by connectTimeout, the question by answerTimeout, and a watch (see
 // Watch) by its own length on top. A server that refuses the watch is
 // asked again at once without one, and polled from then on.
@@ -275,7 +275,7 @@ const (
 	longPageHeader  = 40
 )
 
-// close closes the probe connection, if open. It may be called more than
+// Close closes the probe connection, if open. It may be called more than
 // once.
 func (pr *Prober) Close() {
 	pr.mu.Lock()

@@ -9,7 +9,7 @@ import (
 
 // Schedule says when a host's probe loop probes next. It only
 // computes: the loop passes in the Pool's clock readings and what the
-// last probe found, and the jitter is drawn from rand.
+// last probe found, and the jitter is drawn from Rand.
 //
 // Every probe wakes a server process, and every instance of an application
 // probes every host, so the schedule is a cost budget as much as a latency
@@ -22,12 +22,12 @@ import (
 //     Floor), so that instances woken by the same crash do not probe
 //     in step;
 //   - calls wait for a primary and the host is a replica that a promotion
-//     would make usable: the probe watches instead (see watch). It waits
+//     would make usable: the probe watches instead (see Watch). It waits
 //     on the server, which checks twice per interval of the curve above
 //     whether it is still read-only and answers as soon as it is not; the
 //     next watch starts as soon as the last one has answered;
 //   - a topology source names the host the new primary (a hint, see
-//     hinted): the host goes to the front. Its backoff is forgotten and it
+//     Hinted): the host goes to the front. Its backoff is forgotten and it
 //     is probed at once, waiting or not. A source names a leader before its
 //     server has finished promoting, so for one idle after the hint, while
 //     the claim stands, the host is followed up: while calls wait, on the
@@ -45,7 +45,7 @@ import (
 //   - the server refused the credentials or the database: every idle,
 //     waiting or not; faster would only fill the server's log.
 //
-// The first call to wait wakes every probe at once (see woken): that is
+// The first call to wait wakes every probe at once (see Woken): that is
 // what makes a promotion that happened before the wait seen at once. A
 // host inside its backoff is still not dialled before the backoff ends.
 type Schedule struct {
@@ -126,7 +126,7 @@ type Wait struct {
 	Since   time.Time // when the number of waiting calls last rose from zero
 }
 
-// observe returns st after a probe that ended at now with outcome o.
+// Observe returns st after a probe that ended at now with outcome o.
 func (s Schedule) Observe(st State, o Outcome, now time.Time) State {
 	st.Outcome, st.Last, st.RetryAt, st.HintPending = o, now, time.Time{}, false
 	if o != Failed {
@@ -144,7 +144,7 @@ func (s Schedule) backoff() backoff.Exponential {
 	return backoff.Exponential{Initial: backoffInitial, Max: min(backoffMax, s.Idle)}
 }
 
-// hinted returns st after a topology source named the host the primary
+// Hinted returns st after a topology source named the host the primary
 // at now, when it had not claimed so before: the host's backoff is
 // forgotten, as if it had never failed, and it is probed at once (see
 // next). What the server answers still decides its role; a hint only
@@ -157,8 +157,8 @@ func (s Schedule) Hinted(st State, now time.Time) State {
 	return st
 }
 
-// next returns when the host with state st is probed next, as of now,
-// unless a first waiter or a hint wakes it first (see woken, hinted).
+// Next returns when the host with state st is probed next, as of now,
+// unless a first waiter or a hint wakes it first (see Woken, Hinted).
 // claimedPrimary says that a topology source claims the host is the
 // primary.
 func (s Schedule) Next(st State, w Wait, claimedPrimary bool, now time.Time) time.Time {
@@ -199,7 +199,7 @@ type Watch struct {
 	Checks int
 }
 
-// length is how long the server waits at most.
+// Length is how long the server waits at most.
 func (w Watch) Length() time.Duration { return time.Duration(w.Checks) * w.Step }
 
 const (
@@ -215,7 +215,7 @@ const (
 	watchSpan = 200 * time.Millisecond
 )
 
-// watch returns how the next probe of a host waits on its server, as of
+// Watch returns how the next probe of a host waits on its server, as of
 // now: while calls wait, for a host that answered its last probe in a role
 // (read-only) that a promotion would make usable, promotable says so. The
 // host is then asked whether it is still read-only every
@@ -231,7 +231,7 @@ func (s Schedule) Watch(st State, w Wait, claimedPrimary, promotable bool, now t
 	return Watch{Step: step, Checks: max(1, int(watchSpan/step))}
 }
 
-// afterWatch returns when the probe after a watch with plan is sent: at
+// AfterWatch returns when the probe after a watch with plan is sent: at
 // once, unless the watch answered within one step of being sent (a server
 // that became writable and read-only again in between, say), in which case
 // it is paced one step after the last.
@@ -246,7 +246,7 @@ func (s Schedule) waitInterval(waited time.Duration) time.Duration {
 	return min(max(waited/growth, Floor), ceiling)
 }
 
-// woken returns when the host with state st is probed after the first
+// Woken returns when the host with state st is probed after the first
 // waiter woke its loop at now: at once, unless the host is inside its own
 // backoff.
 func (s Schedule) Woken(st State, now time.Time) time.Time {
