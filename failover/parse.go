@@ -91,8 +91,10 @@ import (
 //	                                      ("*.db.internal"); a member outside it is never
 //	                                      dialled; empty = every member
 //	patroni_zone_tag          zone        the Patroni tag that holds a member's zone
-//	query_wait_timeout        5s          with fallback_local: the longest a call waits for a
-//	                                      host while the local server is down; > 0
+//	query_wait_timeout        5s          with fallback_local: a call's failover budget when
+//	                                      shorter than failover_max_duration, so the longest
+//	                                      a call waits for a host while the local server is
+//	                                      down; > 0
 //	fallback_local            off         local-first fallback: the string's first host is the
 //	                                      local server; when it fails, calls go to a member
 //	                                      found by racing the sync standbys, then the others;
