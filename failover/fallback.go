@@ -177,10 +177,12 @@ func (lf *localFirst) runRound() {
 // to connect in a role the target accepts, or "".
 func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.Plan) string {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	table := lf.p.state.Routes().Table
 	results := make(chan string, len(wave))
 	var wg sync.WaitGroup
+	// The winner cuts the others' connects short before they are waited
+	// for, or it would wait for the slowest of them.
+	defer func() { cancel(); wg.Wait() }()
 	for _, m := range wave {
 		h := table.ByAddr[m.Addr()]
 		if h == nil {
@@ -200,7 +202,6 @@ func (lf *localFirst) race(ctx context.Context, wave patroni.Wave, plan patroni.
 			results <- ""
 		})
 	}
-	defer wg.Wait()
 	for range wave {
 		if addr := <-results; addr != "" {
 			return addr
