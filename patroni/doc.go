@@ -42,10 +42,19 @@
 // a while; cool failed candidates down; try the local server again after
 // its cooldown. The caller connects and reports what happened.
 //
+// A [LocalFirst] is that caller for a pool: it runs the discovery rounds
+// a Fallback asks for, racing each wave's candidates through the pool's
+// [Connector], shares one round among the callers told to discover at
+// once, bounds their wait, cuts the fallback host's connections once they
+// have lived the Lifetime, and records the fallback's metrics.
+//
 // # Concurrency and telemetry
 //
-// Client, Source and Fallback are safe for concurrent use. Nothing here
-// starts a goroutine that outlives the call that started it. Metrics go to
+// Client, Source, Fallback and LocalFirst are safe for concurrent use.
+// Nothing here starts a goroutine that outlives the call that started it,
+// except LocalFirst's rounds and lifetime timers, which it starts through
+// the pool's LocalFirstConfig.Go, for the pool's Close to wait for, and
+// which end with LocalFirstConfig.Life. Metrics go to
 // an optional OpenTelemetry MeterProvider; logs go to an optional
 // *slog.Logger, and repeated warnings are limited to one a minute.
 // Passwords, including those in API URLs, never appear in errors or logs.
