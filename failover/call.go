@@ -169,7 +169,7 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 		}
 		if err == nil {
 			if c.picker.reads != nil {
-				c.p.telemetry.readRouted(c.ctx, c.reason)
+				c.p.telemetry.ReadRouted(c.ctx, c.reason)
 			}
 			return conn, nil
 		}

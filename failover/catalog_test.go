@@ -78,7 +78,7 @@ func TestMetricCatalogIsComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs := []string{".", "../patroni"}
+	dirs := []string{".", "../internal/telemetry", "../patroni"}
 	names := sourceMatches(t, instrumentName, dirs...)
 	if len(names) < 20 {
 		t.Fatalf("found only %d instruments in the source: %v", len(names), names)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/topology"
 )
@@ -47,8 +48,8 @@ func newLocalFirst(p *Pool) (localFirst, error) {
 		Life:       p.life,
 		Go:         p.bg.Go,
 		Clock:      p.clock,
-		Meter:      p.telemetry.meter,
-		Attributes: []attribute.KeyValue{dbSystem},
+		Meter:      p.telemetry.Meter(),
+		Attributes: []attribute.KeyValue{telemetry.DBSystem},
 		Logger:     p.cfg.Logger,
 	})
 	return localFirst{lf}, err
@@ -76,14 +77,14 @@ func (f fallbackHosts) Connect(ctx context.Context, addr string, timeout time.Du
 
 func (f fallbackHosts) Cut(addr string) {
 	if h := f.p.state.Routes().Table.ByAddr[addr]; h != nil {
-		f.p.telemetry.closed(h, closedFallbackLifetime, int(h.pool.Stat().TotalConns()))
+		f.p.telemetry.Closed(h.server, telemetry.ClosedFallbackLifetime, int(h.pool.Stat().TotalConns()))
 		h.pool.Reset()
 	}
 }
 
 func (f fallbackHosts) Attrs(addr string) ([]attribute.KeyValue, bool) {
 	if h := f.p.state.Routes().Table.ByAddr[addr]; h != nil {
-		return h.server.set.ToSlice(), true
+		return h.server.Attributes(), true
 	}
 	return nil, false
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/internal/probe"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
 // connKey is where what the Pool keeps of each connection (connState)
@@ -70,7 +71,7 @@ type hostPool struct {
 	probeDone chan struct{}      // closed when the probe loop has returned
 	probes    atomic.Int64       // probes sent, for Stat
 	socks     netconn.Sockets    // every socket to the host, to cut when it stops answering
-	server    serverAttrs        // the host's attributes on metric points
+	server    telemetry.Server   // the host's attributes on metric points
 	// opening says that connections to the host, a standby, are being
 	// opened ahead of its promotion; readied is how many were opened for
 	// the calls waiting now, and prepared the version of the waiting
@@ -86,7 +87,7 @@ type hostPool struct {
 // acquire checks that the connection has not been killed while it sat
 // idle.
 func (p *Pool) newHostPool(h Host) (*hostPool, error) {
-	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{}), server: newServerAttrs(h)}
+	hp := &hostPool{addr: h.Addr(), probeDone: make(chan struct{}), server: telemetry.NewServer(h.Host, h.Port)}
 	cfg := p.cfg.hostConfig(h)
 	hp.dial = cfg.ConnConfig.Copy()
 	hp.probe.Config = hp.dial
@@ -98,11 +99,11 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 	readCfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 
 	var err error
-	hp.pool, err = p.buildPool(hp, cfg, p.cfg.Target, purposeCalls, func(conn *pgx.Conn) bool { return p.usable(hp, conn) })
+	hp.pool, err = p.buildPool(hp, cfg, p.cfg.Target, telemetry.PurposeCalls, func(conn *pgx.Conn) bool { return p.usable(hp, conn) })
 	if err != nil {
 		return nil, err
 	}
-	hp.reads, err = p.buildPool(hp, readCfg, hosthealth.TargetAny, purposeReads, func(conn *pgx.Conn) bool { return p.stillOpen(hp, conn) })
+	hp.reads, err = p.buildPool(hp, readCfg, hosthealth.TargetAny, telemetry.PurposeReads, func(conn *pgx.Conn) bool { return p.stillOpen(hp, conn) })
 	if err != nil {
 		hp.pool.Close()
 		return nil, err
@@ -113,14 +114,14 @@ func (p *Pool) newHostPool(h Host) (*hostPool, error) {
 // buildPool builds one pgxpool of host hp from cfg, for purpose: its
 // connections go to servers in a role target accepts, and ok decides
 // whether an idle one may be handed out.
-func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Target, purpose poolPurpose, ok func(*pgx.Conn) bool) (*pgxpool.Pool, error) {
+func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Target, purpose telemetry.Purpose, ok func(*pgx.Conn) bool) (*pgxpool.Pool, error) {
 	// Only the probe dials a host that cannot take calls now. Callers that
 	// were already waiting inside pgxpool's Acquire when the host went down
 	// would otherwise each dial it once more, and pool_min_conns would keep
 	// dialling a host in the wrong role.
 	userBeforeConnect := cfg.BeforeConnect
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		if !p.canTake(hp, target) && !(purpose == purposeCalls && openingStandby(ctx)) {
+		if !p.canTake(hp, target) && !(purpose == telemetry.PurposeCalls && openingStandby(ctx)) {
 			return errHostNotUsable
 		}
 		if userBeforeConnect != nil {
@@ -131,7 +132,7 @@ func (p *Pool) buildPool(hp *hostPool, cfg *pgxpool.Config, target hosthealth.Ta
 		// cc is this connection's own copy: its sockets, and its cancel
 		// requests, are counted as the host's.
 		cc.DialFunc = p.noteRefusedDial(hp, hp.socks.DialFunc(cc.DialFunc, true))
-		opened, since := p.connecting(hp, purpose), p.state.Epoch(hp.addr)
+		opened, since := p.telemetry.Connecting(hp.server, hp.addr, purpose), p.state.Epoch(hp.addr)
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 			if err := p.checkRole(ctx, hp, conn, target, since); err != nil {
 				return err
@@ -286,7 +287,7 @@ func (p *Pool) usableState(h *hostPool, pc *pgconn.PgConn, st *connState) bool {
 		// Opened on a standby for its promotion: handed out only where
 		// standbyUsable says so, whatever the session reports.
 		if !p.standbyUsable(h) {
-			p.telemetry.closed(h, closedNotPromoted, 1)
+			p.telemetry.Closed(h.server, telemetry.ClosedNotPromoted, 1)
 			return false
 		}
 		if role == hosthealth.RolePrimary && p.canTake(h, p.cfg.Target) {
@@ -299,7 +300,7 @@ func (p *Pool) usableState(h *hostPool, pc *pgconn.PgConn, st *connState) bool {
 	}
 	if role != hosthealth.RoleUnknown && !p.cfg.Target.Accepts(role) {
 		// The server's role changed while this connection was open.
-		p.telemetry.closed(h, closedWrongRole, 1)
+		p.telemetry.Closed(h.server, telemetry.ClosedWrongRole, 1)
 		p.observe(h, hoststate.Observation{Kind: hoststate.Answered, Role: role, Since: p.state.Epoch(h.addr)})
 		return false
 	}
@@ -317,7 +318,7 @@ func (p *Pool) stillOpenState(h *hostPool, st *connState) bool {
 	if st.quiet() {
 		return true
 	}
-	p.telemetry.closed(h, closedByServer, 1)
+	p.telemetry.Closed(h.server, telemetry.ClosedByServer, 1)
 	return false
 }
 

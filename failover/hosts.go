@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -110,7 +111,7 @@ func (p *Pool) retire(h *hostPool) {
 			<-h.probeDone
 		}
 		h.probe.Close() // its loop closed it, unless it never ran
-		p.telemetry.closed(h, closedRemoved, h.openConns())
+		p.telemetry.Closed(h.server, telemetry.ClosedRemoved, h.openConns())
 		h.close() // waits for the connections in use to come back
 	})
 }
@@ -139,13 +140,13 @@ func (p *Pool) watch(src topology.Source, reported func()) {
 		reported()
 	})
 	if err != nil && p.life.Err() == nil {
-		p.warn("topology", "pgfailover: the topology source stopped", slog.String("error", err.Error()))
+		p.log.Warn("topology", "pgfailover: the topology source stopped", slog.String("error", err.Error()))
 	}
 }
 
 // logHostError logs a host that could not be added.
 func (p *Pool) logHostError(addr string, err error) {
-	p.warnHost(addr, "pgfailover: host not added", slog.String("error", err.Error()))
+	p.log.WarnHost(addr, "pgfailover: host not added", slog.String("error", err.Error()))
 }
 
 // noteWrite records that a call that may have written succeeded. The

@@ -13,7 +13,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
-	"github.com/pgfailover/pgfailover/internal/lograte"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
 // TestFailoverDurationAndHostChanges: the Pool's routing state, rebuilt
@@ -22,21 +22,21 @@ import (
 func TestFailoverDurationAndHostChanges(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_000_000, 0))
 	reader := sdkmetric.NewManualReader()
-	tel, err := newTelemetry(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), nil)
+	tel, err := telemetry.New(telemetry.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), Clock: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
 	p := &Pool{
-		cfg:       &Config{Target: hosthealth.TargetPrimary, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		cfg:       &Config{Target: hosthealth.TargetPrimary},
 		clock:     fake,
 		telemetry: tel,
-		warnings:  lograte.New(warnEvery, fake),
+		log:       telemetry.NewLogger(slog.New(slog.NewTextHandler(&logs, nil)), fake),
 	}
 	newMemState(p)
 	hosts := []hosthealth.Host{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5432"}}
 	setMemHosts(p, hosts, func(i int, addr string) *hostPool {
-		return &hostPool{addr: addr, server: newServerAttrs(Host{Host: "10.0.0." + string(rune('1'+i)), Port: 5432})}
+		return &hostPool{addr: addr, server: telemetry.NewServer("10.0.0."+string(rune('1'+i)), 5432)}
 	})
 	memAnswer(p, hosts[0].Addr, hosthealth.RolePrimary)
 	memAnswer(p, hosts[1].Addr, hosthealth.RoleReplica)

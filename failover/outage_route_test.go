@@ -12,6 +12,7 @@ import (
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -27,7 +28,7 @@ func outagePool(t *testing.T, policy replica.Policy) (*Pool, *clock.Fake) {
 		clock: clk,
 		steer: noSteer{},
 	}
-	tel, err := newTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider())
+	tel, err := telemetry.New(telemetry.Config{MeterProvider: metricnoop.NewMeterProvider(), TracerProvider: tracenoop.NewTracerProvider(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

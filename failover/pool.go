@@ -14,8 +14,8 @@ import (
 
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
-	"github.com/pgfailover/pgfailover/internal/lograte"
 	"github.com/pgfailover/pgfailover/internal/outcome"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
@@ -39,14 +39,13 @@ type Pool struct {
 	picker    picker // the hosts for the Pool's target
 	reader    *Reader
 	steer     steerer // the local-first fallback (fallback_local), or noSteer
-	telemetry *telemetry
+	telemetry *telemetry.Instruments
 
 	// state owns what the Pool knows of its hosts and publishes the
 	// routing value the picks read (routes.go). Every observation of a
 	// host goes to it through observe; setHosts gives it the host table.
 	state *hoststate.Owner[hostPool]
-	// warnings limits repeated warnings (logs.go).
-	warnings *lograte.Limiter
+	log   telemetry.Logger // Config.Logger's lines
 	// topoMu serializes changes to the host set and guards sourced and
 	// hints. No I/O while held: creating a host's pgxpool connects nothing.
 	topoMu  sync.Mutex
@@ -135,21 +134,21 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	tel, err := newTelemetry(cfg.MeterProvider, cfg.TracerProvider)
-	if err != nil {
-		return nil, err
-	}
 	p := &Pool{
-		cfg:       cfg,
-		clock:     cfg.clock,
-		picker:    picker{target: cfg.Target},
-		telemetry: tel,
-		steer:     noSteer{},
+		cfg:    cfg,
+		clock:  cfg.clock,
+		picker: picker{target: cfg.Target},
+		steer:  noSteer{},
 	}
 	if p.clock == nil {
 		p.clock = clock.Real()
 	}
-	p.warnings = lograte.New(warnEvery, p.clock)
+	var err error
+	p.telemetry, err = telemetry.New(telemetry.Config{MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider, Clock: p.clock, Database: cfg.ConnConfig.Database})
+	if err != nil {
+		return nil, err
+	}
+	p.log = telemetry.NewLogger(cfg.Logger, p.clock)
 	p.state = hoststate.New[hostPool](hoststate.Options{Target: cfg.Target, Zone: cfg.Zone, Now: p.clock.Now})
 	p.reader = &Reader{p: p, wait: cfg.Replica.Wait, router: replica.Router{Policy: replica.Policy{
 		MaxLag:        cfg.Replica.MaxLag,
@@ -202,11 +201,11 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		}
 	}
 	p.startProbing()
-	if p.hostGauge, err = tel.registerHosts(p); err != nil {
+	if p.hostGauge, err = p.telemetry.RegisterHosts(p.observeHosts); err != nil {
 		p.Close()
 		return nil, err
 	}
-	if p.steerGauge, err = p.steer.register(tel.meter); err != nil {
+	if p.steerGauge, err = p.steer.register(p.telemetry.Meter()); err != nil {
 		p.Close()
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -96,7 +97,7 @@ func (p *Pool) probeOnce(ctx context.Context, h *hostPool, watch probe.Watch) pr
 // server shutting down can answer a question it was already asked): host
 // state drops it, and the next probe asks again.
 func (p *Pool) probed(h *hostPool, r probeResult) {
-	p.telemetry.probed(h, r.Err)
+	p.telemetry.Probed(h.server, r.Err)
 	if r.Err == nil && r.Role == hosthealth.RolePrimary && p.reader != nil { // nil only in tests of the routing alone
 		p.reader.sampler.Observe(h.addr, replica.Sample{LSN: r.WAL, At: r.Asked})
 	}
@@ -114,7 +115,7 @@ func (p *Pool) probed(h *hostPool, r probeResult) {
 		if res.Before.State <= hosthealth.Unknown {
 			// The pools let go of the connections just cut, so that
 			// none is counted again when it is next acquired.
-			p.telemetry.closed(h, closedSilentHost, h.openConns())
+			p.telemetry.Closed(h.server, telemetry.ClosedSilentHost, h.openConns())
 			h.pool.Reset()
 			h.reads.Reset()
 		}
@@ -123,7 +124,7 @@ func (p *Pool) probed(h *hostPool, r probeResult) {
 		p.steer.failed(h.addr, r.Err)
 	}
 	if res.After.State != res.Before.State {
-		p.warnHost(h.addr, "pgfailover: probe failed", slog.String("error", r.Err.Error()))
+		p.log.WarnHost(h.addr, "pgfailover: probe failed", slog.String("error", r.Err.Error()))
 		if res.After.State > hosthealth.Unknown {
 			p.refreshTopology() // a host went down: the cluster may have moved
 		}

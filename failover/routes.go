@@ -1,12 +1,9 @@
 package failover
 
 import (
-	"context"
-
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
 // routes is the Pool's routing value: everything host state offers a
@@ -33,7 +30,7 @@ func (p *Pool) observe(h *hostPool, ob hoststate.Observation) hoststate.Result[h
 	res := p.state.Observe(ob)
 	p.report(res.News)
 	if res.Demoted {
-		p.telemetry.closed(h, closedDemoted, int(h.pool.Stat().TotalConns()))
+		p.telemetry.Closed(h.server, telemetry.ClosedDemoted, int(h.pool.Stat().TotalConns()))
 		h.pool.Reset()
 		p.follower().demoted(h.addr)
 	}
@@ -43,13 +40,22 @@ func (p *Pool) observe(h *hostPool, ob hoststate.Observation) hoststate.Result[h
 // report logs and records what a publication of the routes changed.
 func (p *Pool) report(n hoststate.News[hostPool]) {
 	for _, ch := range n.Changes {
-		p.logHostChange(ch)
+		p.log.HostChange(ch)
 	}
 	if o := n.Ended; o != nil && o.Host != nil {
 		d := n.At.Sub(o.Since)
-		p.telemetry.duration.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(o.Host.server.set))
-		p.logOutageEnded(o, d)
+		p.telemetry.FailoverEnded(o.Host.server, d)
+		p.log.FailoverEnded(o.Host.addr, p.firstRanked(), d)
 	}
+}
+
+// firstRanked is the address of the best host for the Pool's target now,
+// "" when none is usable.
+func (p *Pool) firstRanked() string {
+	if rs := p.state.Routes(); len(rs.Ranked[p.cfg.Target]) > 0 {
+		return rs.Ranked[p.cfg.Target][0].addr
+	}
+	return ""
 }
 
 // status returns what is known about the host at addr.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
 // insideRunTx is the context key under which RunTx hands its calls a
@@ -44,12 +46,12 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 		switch {
 		case err == nil:
 			if interruptions > 0 || state.failedOver {
-				pool.telemetry.counted(ctx, nil)
+				pool.telemetry.Counted(ctx, telemetry.OutcomeSurvived)
 			}
 			return nil
 		case !errors.Is(err, ErrTxInterrupted) || ctx.Err() != nil:
 			if interruptions > 0 || state.failedOver {
-				pool.telemetry.counted(ctx, err)
+				pool.telemetry.Counted(ctx, callOutcome(err))
 			}
 			return err
 		}
@@ -61,7 +63,7 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 		// run that has started keeps the caller's own context.
 		if interruptions >= pool.cfg.MaxAttempts || pool.clock.Now().Sub(first) >= pool.cfg.MaxDuration {
 			fe := &FailoverError{Kind: ErrBudgetExhausted, Attempts: interruptions, Hosts: hostErrors(err)}
-			pool.telemetry.counted(ctx, fe)
+			pool.telemetry.Counted(ctx, callOutcome(fe))
 			return fe
 		}
 	}

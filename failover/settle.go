@@ -132,16 +132,34 @@ func (c *call) finish(err error) {
 		return
 	}
 	if c.ev.waited > 0 {
-		c.p.telemetry.waited(c.ctx, c.ev.span, c.ev.waited)
+		c.p.telemetry.Waited(c.ctx, c.ev.span, c.ev.waited)
 		c.p.waitsOver()
 	}
-	c.p.telemetry.endEpisode(c.ctx, c.ev.span, int(c.tries), err)
-	c.p.logEpisode(c, err)
+	outcome := callOutcome(err)
+	c.p.telemetry.EndEpisode(c.ctx, c.ev.span, int(c.tries), outcome, err)
+	c.p.log.Episode(c.firstFailed(), c.hostAddr(), outcome, int(c.tries), c.ev.waited, err)
 	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {
 		st.failedOver = true
 		return
 	}
-	c.p.telemetry.counted(c.ctx, err)
+	c.p.telemetry.Counted(c.ctx, outcome)
+}
+
+// firstFailed is the address of the host the call's episode met its
+// first failover event on, which limits how often its episodes are logged.
+func (c *call) firstFailed() string {
+	if len(c.ev.outcomes) > 0 {
+		return c.ev.outcomes[0].Addr
+	}
+	return c.hostAddr()
+}
+
+// hostAddr is the address of the call's current host, "" when none.
+func (c *call) hostAddr() string {
+	if c.host == nil {
+		return ""
+	}
+	return c.host.addr
 }
 
 // startEpisode begins the call's failover episode, once: its span, and the
@@ -153,14 +171,14 @@ func (c *call) startEpisode() {
 	c.episode = true
 	ev := c.events()
 	ev.deadline = c.p.clock.Now().Add(c.p.steer.budget(c.p.cfg.MaxDuration))
-	ev.span = c.p.telemetry.startEpisode(c.ctx)
+	ev.span = c.p.telemetry.StartEpisode(c.ctx)
 }
 
 // record notes a failover event on the current host.
 func (c *call) record(class hosthealth.Class, err error) {
 	c.startEpisode()
 	c.note(c.host.addr, err)
-	c.p.telemetry.hostFailed(c.ev.span, c.host, class, err)
+	c.p.telemetry.HostFailed(c.ev.span, c.host.server, class, err)
 }
 
 // noteFirst keeps err as host addr's outcome unless it has one.

@@ -1,178 +1,57 @@
 package failover
 
 import (
-	"context"
 	"errors"
-	"time"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/replica"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
-// instrumentationName names the meter and tracer of this library.
-const instrumentationName = "github.com/pgfailover/pgfailover"
-
-// dbSystem is on every metric point and span: OpenTelemetry's name for
-// the database, which database dashboards group by.
-var dbSystem = attribute.String("db.system.name", "postgresql")
-
-// telemetry holds the Pool's OpenTelemetry instruments. Nothing here runs
-// on a call that meets no failover event. The metric catalog in docs/observability.md
-// lists every instrument; TestMetricCatalogIsComplete keeps it complete.
-type telemetry struct {
-	meter         metric.Meter
-	survivedCount metric.Int64Counter
-	failedCount   metric.Int64Counter
-	waitTime      metric.Float64Histogram
-	callAttempts  metric.Int64Histogram
-	duration      metric.Float64Histogram // pgfailover.failover.duration
-	reads         metric.Int64Counter
-	probes        metric.Int64Counter
-	connAttempts  metric.Int64Counter
-	connClosed    metric.Int64Counter
-	connCreate    metric.Float64Histogram
-	readAttrs     [2][numReasons][]metric.AddOption // by destination (replica, primary) and reason
-	outcomes      map[string]attribute.Set          // pgfailover.outcome, with db.system.name
-	system        attribute.Set                     // db.system.name alone
-	tracer        trace.Tracer
-}
-
-// numReasons is the number of replica.Reason values.
-const numReasons = replica.NumReasons
-
-// callOutcomes are the values of pgfailover.outcome: how a call that met a
-// failover event ended.
-var callOutcomes = []string{"survived", "commit_outcome_unknown", "no_host", "budget_exhausted", "failed"}
-
-func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry, error) {
-	if mp == nil {
-		mp = otel.GetMeterProvider()
-	}
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	m := mp.Meter(instrumentationName)
-	t := &telemetry{meter: m, tracer: tp.Tracer(instrumentationName), system: attribute.NewSet(dbSystem), outcomes: map[string]attribute.Set{}}
-	var errs []error
-	counter := func(name, unit, desc string) metric.Int64Counter {
-		c, err := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
-		errs = append(errs, err)
-		return c
-	}
-	seconds := func(name, desc string, bounds ...float64) metric.Float64Histogram {
-		h, err := m.Float64Histogram(name, metric.WithDescription(desc), metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(bounds...))
-		errs = append(errs, err)
-		return h
-	}
-	t.survivedCount = counter("pgfailover.failover.survived", "{call}", "Calls that completed after at least one failover event.")
-	t.failedCount = counter("pgfailover.failover.failed", "{call}", "Calls that met a failover event and could not complete safely, by outcome.")
-	t.waitTime = seconds("pgfailover.failover.wait", "Time calls spent waiting for a host that could take them, per call that waited.", waitBuckets...)
-	t.duration = seconds("pgfailover.failover.duration", "Time from the moment no host could take the Pool's calls to the moment one could again: how long the Pool had no usable host for its target.", waitBuckets...)
-	t.reads = counter("pgfailover.reads", "{read}", "Reads the Reader sent, by destination (replica or primary) and reason (eligible, caught_up, waited, outage_sync, outage_async, pinned, lagging, unavailable).")
-	t.probes = counter("pgfailover.probes", "{probe}", "Health probes sent to each host, by outcome: ok, or the class of the failure.")
-	t.connAttempts = counter("pgfailover.connection.attempts", "{attempt}", "Connections the Pool's pools began to open to each host, by purpose.")
-	t.connClosed = counter("pgfailover.connection.closed", "{connection}", "Connections the Pool closed, by host and reason (demoted, closed_by_server, wrong_role, not_promoted, silent_host, fallback_lifetime, removed).")
-	t.connCreate = seconds("db.client.connection.create_time", "The time it took to open a connection, including the role check.", waitBuckets...)
-	attempts, err := m.Int64Histogram("pgfailover.call.attempts",
-		metric.WithDescription("Attempts (hosts tried) per call that met a failover event, by outcome."),
-		metric.WithUnit("{attempt}"), metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 7, 10, 15, 20))
-	errs = append(errs, err)
-	t.callAttempts = attempts
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	for _, o := range callOutcomes {
-		t.outcomes[o] = attribute.NewSet(dbSystem, attribute.String("pgfailover.outcome", o))
-	}
-	for d, dest := range []string{"replica", "primary"} {
-		for r := range numReasons {
-			// Built once: recording then allocates nothing.
-			t.readAttrs[d][r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
-				dbSystem,
-				attribute.String("pgfailover.destination", dest),
-				attribute.String("pgfailover.reason", replica.Reason(r).String()),
-			))}
-		}
-	}
-	return t, nil
-}
-
-// waitBuckets are the bucket bounds, in seconds, of the histograms of
-// failover times: from a few milliseconds (a promotion seen at once) to a
-// minute (past failover_max_duration's default).
-var waitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
-
-// readRouted counts a read the Reader sent, to a replica or the primary.
-func (t *telemetry) readRouted(ctx context.Context, reason replica.Reason) {
-	dest := 1
-	if reason.OnReplica() {
-		dest = 0
-	}
-	t.reads.Add(ctx, 1, t.readAttrs[dest][reason]...)
-}
-
-// waited records that a call waited d for a usable host.
-func (t *telemetry) waited(ctx context.Context, span trace.Span, d time.Duration) {
-	t.waitTime.Record(ctx, d.Seconds(), metric.WithAttributeSet(t.system))
-	span.AddEvent("waited for a usable host", trace.WithAttributes(attribute.Float64("pgfailover.wait_seconds", d.Seconds())))
-}
-
-// startEpisode starts the span of one call's failover episode: from its
-// first failover event to its outcome.
-func (t *telemetry) startEpisode(ctx context.Context) trace.Span {
-	_, span := t.tracer.Start(ctx, "pgfailover.failover", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(dbSystem))
-	return span
-}
-
-// hostFailed adds an event for one host that failed during the episode.
-func (t *telemetry) hostFailed(span trace.Span, h *hostPool, class hosthealth.Class, err error) {
-	span.AddEvent("host failed", trace.WithAttributes(
-		h.server.address, h.server.port,
-		attribute.String("pgfailover.class", class.String()),
-		attribute.String("error.message", err.Error()),
-	))
-}
+// The Pool's instruments and log lines are internal/telemetry's; the Pool
+// says when something happened, and what its calls' errors mean.
 
 // callOutcome names how a call that met a failover event ended: a value of
 // pgfailover.outcome.
-func callOutcome(err error) string {
+func callOutcome(err error) telemetry.Outcome {
 	switch {
 	case err == nil:
-		return "survived"
+		return telemetry.OutcomeSurvived
 	case errors.Is(err, ErrCommitOutcomeUnknown):
-		return "commit_outcome_unknown"
+		return telemetry.OutcomeCommitOutcomeUnknown
 	case errors.Is(err, ErrNoHost):
-		return "no_host"
+		return telemetry.OutcomeNoHost
 	case errors.Is(err, ErrBudgetExhausted):
-		return "budget_exhausted"
+		return telemetry.OutcomeBudgetExhausted
 	}
-	return "failed"
+	return telemetry.OutcomeFailed
 }
 
-// endEpisode ends the episode's span with the call's outcome, and records
-// how many attempts the call made.
-func (t *telemetry) endEpisode(ctx context.Context, span trace.Span, attempts int, err error) {
-	outcome := callOutcome(err)
-	span.SetAttributes(attribute.String("pgfailover.outcome", outcome))
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+// observeHosts fills in what the Pool's observable instruments read at a
+// collection: every host of the table whose pools were built, and the
+// pools of PgxPool and the Reader's PgxPool.
+func (p *Pool) observeHosts(ob *telemetry.Observation) {
+	rs := p.state.Routes()
+	s := rs.Health
+	now := p.clock.Now()
+	ob.Hosts = make([]telemetry.HostView, 0, s.Len())
+	for i := range s.Len() {
+		hp := rs.Hosts[i].Pool
+		if hp == nil {
+			continue // its pool could not be built: not in the table
+		}
+		v := telemetry.HostView{Server: hp.server, Addr: hp.addr, State: s.State(i, p.cfg.Target), Role: s.Host(i).Role,
+			Calls: hp.pool.Stat(), Reads: hp.reads.Stat()}
+		v.Staleness, v.StalenessKnown = rs.Hosts[i].Fresh.Staleness(now)
+		ob.Hosts = append(ob.Hosts, v)
 	}
-	span.End()
-	t.callAttempts.Record(ctx, int64(attempts), metric.WithAttributeSet(t.outcomes[outcome]))
+	if f := p.follower(); f != nil {
+		ob.PgxPool = f.pool.Stat()
+	}
+	if f := p.reader.follow.Load(); f != nil {
+		ob.ReaderPgxPool = f.pool.Stat()
+	}
 }
 
-// counted records the outcome of a call that met a failover event.
-func (t *telemetry) counted(ctx context.Context, err error) {
-	if err == nil {
-		t.survivedCount.Add(ctx, 1, metric.WithAttributeSet(t.system))
-		return
-	}
-	t.failedCount.Add(ctx, 1, metric.WithAttributeSet(t.outcomes[callOutcome(err)]))
+// openConns is the number of connections of host h's own pools.
+func (h *hostPool) openConns() int {
+	return int(h.pool.Stat().TotalConns() + h.reads.Stat().TotalConns())
 }

@@ -1,0 +1,20 @@
+// Package telemetry holds a Pool's OpenTelemetry instruments and its log
+// lines: every metric name, unit, description and attribute the Pool
+// records, the span of a call's failover episode, and the text of what it
+// logs. The Pool decides when something happened; this package says how
+// it is recorded.
+//
+// [Instruments] records on the providers the Pool was given (the global
+// ones when nil) and imports only the OpenTelemetry API. Attribute sets
+// are built once, per host in a [Server] and per reason and outcome in
+// the Instruments, so that recording allocates nothing; and nothing here
+// runs on a call that meets no failover event, except the Reader's count
+// of where each read went ([Instruments.ReadRouted]). The observable
+// instruments (host state, replica staleness, each pgxpool's statistics)
+// read what the Pool hands their callback at each collection
+// ([Observation]), so this package knows nothing of the Pool's types.
+//
+// [Logger] writes to the Pool's *slog.Logger, and is silent without one.
+// Its warnings pass through one rate limiter (internal/lograte) per host
+// and message.
+package telemetry
