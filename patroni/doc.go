@@ -50,12 +50,14 @@
 //
 // # Concurrency and telemetry
 //
-// Client, Source, Fallback and LocalFirst are safe for concurrent use.
-// Nothing here starts a goroutine that outlives the call that started it,
-// except LocalFirst's rounds and lifetime timers, which it starts through
-// the pool's LocalFirstConfig.Go, for the pool's Close to wait for, and
-// which end with LocalFirstConfig.Life. Metrics go to
-// an optional OpenTelemetry MeterProvider; logs go to an optional
-// *slog.Logger, and repeated warnings are limited to one a minute.
+// Client, Source, Fallback and LocalFirst are safe for concurrent use. A
+// round of GET /cluster runs until its last caller has its answer or has
+// given up; Source.Watch leaves no goroutine once its context ends; the
+// Client's idle keep-alive connections stay until
+// Client.CloseIdleConnections. LocalFirst starts its rounds and lifetime
+// timers through LocalFirstConfig.Go, for the pool's Close to wait for,
+// and they end with LocalFirstConfig.Life. Metrics go to an optional
+// OpenTelemetry MeterProvider; logs go to an optional *slog.Logger, and
+// repeated warnings are limited to one a minute.
 // Passwords, including those in API URLs, never appear in errors or logs.
 package patroni
