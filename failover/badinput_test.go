@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgfailover/pgfailover/internal/connkeys"
+	"github.com/pgfailover/pgfailover/failover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/internal/probe"
 )
 

@@ -13,9 +13,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pgfailover/pgfailover/failover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
-	"github.com/pgfailover/pgfailover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"

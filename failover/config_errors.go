@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgfailover/pgfailover/internal/connkeys"
+	"github.com/pgfailover/pgfailover/failover/internal/connkeys"
 )
 
 // ConfigError reports a connection string that ParseConfig cannot use.

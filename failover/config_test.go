@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgfailover/pgfailover/failover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/replica"
 )
 

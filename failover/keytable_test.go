@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgfailover/pgfailover/internal/connkeys"
+	"github.com/pgfailover/pgfailover/failover/internal/connkeys"
 )
 
 // keyRow matches a row of the key table in ParseConfig's doc comment: a key

@@ -3,7 +3,7 @@ package failover
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgfailover/pgfailover/internal/connkeys"
+	"github.com/pgfailover/pgfailover/failover/internal/connkeys"
 	"github.com/pgfailover/pgfailover/internal/connstr"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 )
