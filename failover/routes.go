@@ -15,9 +15,6 @@ type routes = hoststate.Routes[hostPool]
 // hostTable is the set of hosts the Pool uses, by address and in order.
 type hostTable = hoststate.Table[hostPool]
 
-// numTargets is the number of hosthealth.Target values.
-const numTargets = hoststate.NumTargets
-
 // observe hands one observation of host h to the Pool's host state and
 // acts on what it changed: it logs and records the news, and closes the
 // pooled connections of a host whose server now stands in a role the

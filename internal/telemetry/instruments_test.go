@@ -64,7 +64,7 @@ func (r recorded) points(t *testing.T, name string) []point {
 	add := func(v float64, set attribute.Set) {
 		var attrs []string
 		for _, kv := range set.ToSlice() {
-			attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+			attrs = append(attrs, string(kv.Key)+"="+kv.Value.String())
 		}
 		out = append(out, point{v, attrs})
 	}
