@@ -11,9 +11,10 @@
 // [Routes] when anything a pick reads changed, and returns what changed:
 // the observed host's status before and after, whether its server now
 // stands in a role the Pool's target does not accept, each host's change
-// and the end of an outage. The caller acts on that (logs, metrics,
-// closing connections, telling the steerer and the topology source); no
-// one else writes host state or publishes routes.
+// and the end of a downtime (a time with no usable host for the target).
+// The caller acts on that (logs, metrics, closing connections, telling the
+// steerer and the topology source); no one else writes host state or
+// publishes routes.
 //
 // # Order
 //

@@ -31,16 +31,16 @@ type Options struct {
 }
 
 // Owner owns the host state of one Pool: health, freshness, epochs, the
-// host table and the outage under way. It is safe for concurrent use.
+// host table and the downtime under way. It is safe for concurrent use.
 type Owner[T any] struct {
 	target hosthealth.Target
 	zone   string
 	now    func() time.Time
 
 	// mu serializes every write: Observe and SetTable. No I/O while held.
-	mu     sync.Mutex
-	lag    *replica.Book // the replicas' freshness; guarded by mu
-	outage *Outage[T]    // while the target has no usable host; guarded by mu
+	mu   sync.Mutex
+	lag  *replica.Book // the replicas' freshness; guarded by mu
+	down *Downtime[T]  // while the target has no usable host; guarded by mu
 	// cur is the published Routes. Readers load it without locking.
 	cur atomic.Pointer[Routes[T]]
 }
@@ -130,7 +130,7 @@ type News[T any] struct {
 	Changes []Change
 	// Ended is set when the target had no usable host and has one
 	// again: a failover, or a recovery, ended.
-	Ended *Outage[T]
+	Ended *Downtime[T]
 	At    time.Time // when the Routes were published, on the Owner's clock
 }
 
@@ -141,9 +141,10 @@ type Change struct {
 	Added, Removed bool
 }
 
-// Outage is a time during which the target had no usable host: it starts
-// when the last usable host fails, and ends when a host is usable again.
-type Outage[T any] struct {
+// Downtime is a time during which the target had no usable host: it
+// starts when the last usable host fails, and ends when a host is usable
+// again.
+type Downtime[T any] struct {
 	Host  *T // the host the calls were using when it began
 	Since time.Time
 }
@@ -299,20 +300,20 @@ func (o *Owner[T]) publish(old *Routes[T], health *hosthealth.Snapshot, table *T
 		return News[T]{}
 	}
 	now := o.now()
-	return News[T]{Changes: diff(old, next), Ended: o.trackOutage(old, next, now), At: now}
+	return News[T]{Changes: diff(old, next), Ended: o.trackDowntime(old, next, now), At: now}
 }
 
-// trackOutage starts or ends the outage after a publication from old to
-// next. mu is held. It returns the outage that ended, if one did.
-func (o *Owner[T]) trackOutage(old, next *Routes[T], now time.Time) *Outage[T] {
+// trackDowntime starts or ends the downtime after a publication from old
+// to next. mu is held. It returns the downtime that ended, if one did.
+func (o *Owner[T]) trackDowntime(old, next *Routes[T], now time.Time) *Downtime[T] {
 	hadHost, hasHost := len(old.Ranked[o.target]) > 0, len(next.Ranked[o.target]) > 0
 	switch {
-	case hadHost && !hasHost && o.outage == nil:
+	case hadHost && !hasHost && o.down == nil:
 		// The host that failed: the one the calls were using.
-		o.outage = &Outage[T]{Host: old.Ranked[o.target][0], Since: now}
-	case hasHost && o.outage != nil:
-		ended := o.outage
-		o.outage = nil
+		o.down = &Downtime[T]{Host: old.Ranked[o.target][0], Since: now}
+	case hasHost && o.down != nil:
+		ended := o.down
+		o.down = nil
 		return ended
 	}
 	return nil

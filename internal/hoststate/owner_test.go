@@ -254,9 +254,9 @@ func TestDemoted(t *testing.T) {
 	}
 }
 
-// TestOutageEnds: the time the target had no usable host is measured on
+// TestDowntimeEnds: the time the target had no usable host is measured on
 // the Owner's clock, from the host the calls were using.
-func TestOutageEnds(t *testing.T) {
+func TestDowntimeEnds(t *testing.T) {
 	o, clk := newOwner(t, hosthealth.TargetPrimary, "", hostsOf("a:5432", "b:5432")...)
 	answer(o, "a:5432", hosthealth.RolePrimary)
 	answer(o, "b:5432", hosthealth.RoleReplica)
