@@ -124,7 +124,8 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 // and waits for no source: like pgxpool's, it fails only on a bad Config.
 // The probes start in the background, and a call made before any host is
 // known to be usable waits for one like a call during a failover, within
-// its context and failover_max_duration (ErrBudgetExhausted after that);
+// its context and failover_max_duration (with fallback_local,
+// query_wait_timeout when shorter; ErrBudgetExhausted after that);
 // a refused password is the first call's error.
 func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if cfg == nil || !cfg.createdByParseConfig {
