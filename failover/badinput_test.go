@@ -80,11 +80,11 @@ var durationKeys = []struct {
 	{connkeys.PinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }, 0},
 	{connkeys.MaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }, 0},
 	{connkeys.ReplicaWait, false, func(c *Config) time.Duration { return c.Replica.Wait }, 0},
-	{connkeys.PatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.refresh }, 0},
-	{connkeys.QueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.queryWait }, 0},
-	{connkeys.FallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }, 0},
-	{connkeys.FallbackCooldown, true, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }, 0},
-	{connkeys.FallbackLifetime, true, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }, 0},
+	{connkeys.PatroniRefresh, true, func(c *Config) time.Duration { return c.patroni.Refresh }, 0},
+	{connkeys.QueryWaitTimeout, true, func(c *Config) time.Duration { return c.patroni.QueryWait }, 0},
+	{connkeys.FallbackConnectTimeout, true, func(c *Config) time.Duration { return c.patroni.FallbackConnectTimeout }, 0},
+	{connkeys.FallbackCooldown, true, func(c *Config) time.Duration { return c.patroni.FallbackCooldown }, 0},
+	{connkeys.FallbackLifetime, true, func(c *Config) time.Duration { return c.patroni.FallbackLifetime }, 0},
 	{connkeys.TCPUserTimeout, false, func(c *Config) time.Duration { return c.tcpUserTimeout }, 0},
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/probe"
-	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
@@ -133,7 +132,7 @@ type Config struct {
 	// patroni holds the patroni_*, fallback_* and query_wait_timeout
 	// settings. They are set from the connection string only; Topology
 	// takes a source built in code.
-	patroni patroniSettings
+	patroni connkeys.Patroni
 
 	// templateTLS holds the connection variants pgconn derived for the
 	// string's first host (or its default host when it names none): hosts
@@ -217,35 +216,6 @@ func (r ReplicaConfig) check(probeInterval time.Duration) error {
 	return nil
 }
 
-// patroniSettings configure the Patroni topology source NewWithConfig
-// builds, and the local-first fallback: the keys connkeys.Patroni holds,
-// read and checked there.
-type patroniSettings struct {
-	apiURLs                []string          // patroni_api_urls
-	refresh                time.Duration     // patroni_refresh_interval
-	allowed                patroni.AllowList // patroni_allowed_hosts
-	zoneTag                string            // patroni_zone_tag
-	queryWait              time.Duration     // query_wait_timeout
-	fallbackLocal          bool              // fallback_local
-	fallbackConnectTimeout time.Duration     // fallback_connect_timeout
-	fallbackCooldown       time.Duration     // fallback_cooldown
-	fallbackLifetime       time.Duration     // fallback_lifetime
-}
-
-func newPatroniSettings(s connkeys.Patroni) patroniSettings {
-	return patroniSettings{
-		apiURLs:                s.APIURLs,
-		refresh:                s.Refresh,
-		allowed:                s.Allowed,
-		zoneTag:                s.ZoneTag,
-		queryWait:              s.QueryWait,
-		fallbackLocal:          s.FallbackLocal,
-		fallbackConnectTimeout: s.FallbackConnectTimeout,
-		fallbackCooldown:       s.FallbackCooldown,
-		fallbackLifetime:       s.FallbackLifetime,
-	}
-}
-
 // Host is one server from the connection string.
 type Host struct {
 	Host string // host name, IP address or unix socket directory
@@ -283,7 +253,7 @@ func (c *Config) Copy() *Config {
 			n.Hosts[i] = copyHost(h)
 		}
 	}
-	n.patroni.apiURLs = slices.Clone(c.patroni.apiURLs)
+	n.patroni.APIURLs = slices.Clone(c.patroni.APIURLs)
 	n.templateTLS = copyHost(Host{tls: c.templateTLS}).tls
 	return &n
 }

@@ -449,11 +449,11 @@ func TestParseConfigDefaults(t *testing.T) {
 				{"replica.maxLag", c.Replica.MaxLag, time.Duration(0)},
 				{"replica.wait", c.Replica.Wait, 20 * time.Millisecond},
 				{"ConnectTimeout", c.ConnConfig.ConnectTimeout, 5 * time.Second},
-				{"patroni.apiURLs", len(c.patroni.apiURLs), 0},
-				{"patroni.refresh", c.patroni.refresh, 3 * time.Second},
-				{"fallbackConnectTimeout", c.patroni.fallbackConnectTimeout, 5 * time.Second},
-				{"fallbackCooldown", c.patroni.fallbackCooldown, 30 * time.Second},
-				{"fallbackLifetime", c.patroni.fallbackLifetime, 30 * time.Second},
+				{"patroni.APIURLs", len(c.patroni.APIURLs), 0},
+				{"patroni.Refresh", c.patroni.Refresh, 3 * time.Second},
+				{"fallbackConnectTimeout", c.patroni.FallbackConnectTimeout, 5 * time.Second},
+				{"fallbackCooldown", c.patroni.FallbackCooldown, 30 * time.Second},
+				{"fallbackLifetime", c.patroni.FallbackLifetime, 30 * time.Second},
 				{"tcpUserTimeout", c.tcpUserTimeout, 10 * time.Second},
 				{"DialFunc set", c.ConnConfig.DialFunc != nil, true},
 				{"createdByParseConfig", c.createdByParseConfig, true},
@@ -516,10 +516,10 @@ func TestParseConfigDurations(t *testing.T) {
 		{connkeys.PinAfterWrite, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }},
 		{connkeys.MaxLag, func(c *Config) time.Duration { return c.Replica.MaxLag }},
 		{connkeys.ReplicaWait, func(c *Config) time.Duration { return c.Replica.Wait }},
-		{connkeys.PatroniRefresh, func(c *Config) time.Duration { return c.patroni.refresh }},
-		{connkeys.FallbackConnectTimeout, func(c *Config) time.Duration { return c.patroni.fallbackConnectTimeout }},
-		{connkeys.FallbackCooldown, func(c *Config) time.Duration { return c.patroni.fallbackCooldown }},
-		{connkeys.FallbackLifetime, func(c *Config) time.Duration { return c.patroni.fallbackLifetime }},
+		{connkeys.PatroniRefresh, func(c *Config) time.Duration { return c.patroni.Refresh }},
+		{connkeys.FallbackConnectTimeout, func(c *Config) time.Duration { return c.patroni.FallbackConnectTimeout }},
+		{connkeys.FallbackCooldown, func(c *Config) time.Duration { return c.patroni.FallbackCooldown }},
+		{connkeys.FallbackLifetime, func(c *Config) time.Duration { return c.patroni.FallbackLifetime }},
 		{connkeys.TCPUserTimeout, func(c *Config) time.Duration { return c.tcpUserTimeout }},
 	}
 	values := []struct {
@@ -575,7 +575,7 @@ func TestParseConfigCrossFieldRules(t *testing.T) {
 		{"max attempts", []kv{{connkeys.MaxAttempts, "3"}},
 			func(c *Config) any { return c.MaxAttempts }, 3},
 		{"patroni urls", []kv{{connkeys.PatroniAPIURLs, "http://p1:8008, https://u:pw@p2:8008/"}},
-			func(c *Config) any { return strings.Join(c.patroni.apiURLs, "|") }, "http://p1:8008|https://u:pw@p2:8008/"},
+			func(c *Config) any { return strings.Join(c.patroni.APIURLs, "|") }, "http://p1:8008|https://u:pw@p2:8008/"},
 	}
 	for _, tt := range tests {
 		for _, f := range withKeys(tt.keys...) {
@@ -933,7 +933,7 @@ func TestConfigCopy(t *testing.T) {
 	cp.Hosts[1].tls[0].TLSConfig.ServerName = "elsewhere"
 	cp.Hosts[1].tls[1].Port = 1
 	cp.Hosts = append(cp.Hosts, Host{Host: "extra", Port: 1})
-	cp.patroni.apiURLs[0] = "http://changed"
+	cp.patroni.APIURLs[0] = "http://changed"
 	cp.MaxAttempts = 1
 
 	checks := []struct {
@@ -949,7 +949,7 @@ func TestConfigCopy(t *testing.T) {
 		{"host 1 TLS ServerName", orig.Hosts[1].tls[0].TLSConfig.ServerName, "db-b"},
 		{"host 1 plain port", orig.Hosts[1].tls[1].Port, uint16(5433)},
 		{"len(Hosts)", len(orig.Hosts), 2},
-		{"patroni url", orig.patroni.apiURLs[0], "http://p1:8008"},
+		{"patroni url", orig.patroni.APIURLs[0], "http://p1:8008"},
 		{"MaxAttempts", orig.MaxAttempts, 8},
 		{"copy keeps createdByParseConfig", cp.createdByParseConfig, true},
 		{"copy keeps ConnString", cp.ConnString(), orig.ConnString()},

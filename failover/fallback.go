@@ -34,10 +34,10 @@ func newLocalFirst(p *Pool) (localFirst, error) {
 	s := p.cfg.patroni
 	fb, err := patroni.NewFallback(patroni.FallbackConfig{
 		Local:            p.cfg.Hosts[0].Addr(),
-		Cooldown:         s.fallbackCooldown,
-		ConnectTimeout:   s.fallbackConnectTimeout,
-		Lifetime:         s.fallbackLifetime,
-		QueryWaitTimeout: s.queryWait,
+		Cooldown:         s.FallbackCooldown,
+		ConnectTimeout:   s.FallbackConnectTimeout,
+		Lifetime:         s.FallbackLifetime,
+		QueryWaitTimeout: s.QueryWait,
 	})
 	if err != nil {
 		return localFirst{}, &ConfigError{Key: keyFallbackLocal, Msg: err.Error(), Err: err}

@@ -198,7 +198,7 @@ func ParseConfig(connString string) (*Config, error) {
 		LazyConnect:          s.LazyConnect,
 		connString:           connString,
 		Replica:              ReplicaConfig(s.Replica),
-		patroni:              newPatroniSettings(s.Patroni),
+		patroni:              s.Patroni,
 		tcpUserTimeout:       s.TCPUserTimeout,
 		probeConnectTimeout:  connkeys.DefaultConnectTimeout,
 		createdByParseConfig: true,
@@ -216,7 +216,7 @@ func ParseConfig(connString string) (*Config, error) {
 	if cc.TLSConfig != nil {
 		c.parsedServerName = cc.TLSConfig.ServerName
 	}
-	if len(c.patroni.apiURLs) > 0 && !scan.NamesHost(svc) {
+	if len(c.patroni.APIURLs) > 0 && !scan.NamesHost(svc) {
 		// pgconn filled in its default host; with Patroni the members
 		// are the hosts.
 		hosts = nil

@@ -20,7 +20,7 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 		mp = otel.GetMeterProvider()
 	}
 	client, err := patroni.NewClient(patroni.ClientConfig{
-		URLs:          p.cfg.patroni.apiURLs,
+		URLs:          p.cfg.patroni.APIURLs,
 		MeterProvider: mp,
 		Clock:         p.clock,
 	})
@@ -30,9 +30,9 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 	p.patroniClient = client
 	return patroni.NewSource(patroni.SourceConfig{
 		Client:          client,
-		RefreshInterval: p.cfg.patroni.refresh,
-		ZoneTag:         p.cfg.patroni.zoneTag,
-		AllowList:       p.cfg.patroni.allowed,
+		RefreshInterval: p.cfg.patroni.Refresh,
+		ZoneTag:         p.cfg.patroni.ZoneTag,
+		AllowList:       p.cfg.patroni.Allowed,
 		Logger:          p.cfg.Logger,
 		MeterProvider:   mp,
 		Clock:           p.clock,

@@ -164,13 +164,13 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		p.Close()
 		return nil, err
 	}
-	if cfg.patroni.fallbackLocal {
+	if cfg.patroni.FallbackLocal {
 		if p.steer, err = newLocalFirst(p); err != nil {
 			p.Close()
 			return nil, err
 		}
 	}
-	if cfg.Topology == nil && len(cfg.patroni.apiURLs) > 0 {
+	if cfg.Topology == nil && len(cfg.patroni.APIURLs) > 0 {
 		src, err := p.patroniSource()
 		if err != nil {
 			p.Close()
