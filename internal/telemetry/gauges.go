@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -66,7 +67,7 @@ func (t *Instruments) RegisterHosts(observe func(*Observation)) (metric.Registra
 	waitTime, err7 := m.Float64ObservableCounter("pgfailover.pool.acquire.wait_time",
 		metric.WithDescription("Total time acquires from each pool waited for a connection, when none was idle."),
 		metric.WithUnit("s"))
-	if err := firstError(err1, err2, err3, err4, err5, err6, err7); err != nil {
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return nil, err
 	}
 	idle, used := attribute.String("db.client.connection.state", "idle"), attribute.String("db.client.connection.state", "used")
@@ -110,14 +111,4 @@ func (t *Instruments) RegisterHosts(observe func(*Observation)) (metric.Registra
 		}
 		return nil
 	}, gauge, stale, count, maxConns, timeouts, acquires, waitTime)
-}
-
-// firstError returns the first non-nil error of errs.
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
