@@ -98,7 +98,10 @@ func (p *Pool) probeOnce(ctx context.Context, h *hostPool, watch probe.Watch) pr
 // state drops it, and the next probe asks again.
 func (p *Pool) probed(h *hostPool, r probeResult) {
 	p.telemetry.Probed(h.server, r.Err)
-	if r.Err == nil && r.Role == hosthealth.RolePrimary && p.reader != nil { // nil only in tests of the routing alone
+	// The Reader's pins read the primary's samples: one is kept before the
+	// routes that may make its host the primary are published, and only
+	// from an answer that host state takes.
+	if r.Err == nil && r.Role == hosthealth.RolePrimary && p.reader != nil && !p.state.Stale(h.addr, r.since) { // reader is nil only in tests of the routing alone
 		p.reader.sampler.Observe(h.addr, replica.Sample{LSN: r.WAL, At: r.Asked})
 	}
 	res := p.observe(h, hoststate.Observation{Kind: hoststate.Probed, Probe: r.Result, Since: r.since})
