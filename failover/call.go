@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/replica"
@@ -38,11 +39,11 @@ var errRetry = errors.New("pgfailover: retry")
 type call struct {
 	p      *Pool
 	ctx    context.Context
-	picker picker    // which hosts the call may use, best first
-	host   *hostPool // host of the current attempt, nil before the first
+	picker picker         // which hosts the call may use, best first
+	host   *hostpool.Host // host of the current attempt, nil before the first
 	// sql is the statement of a QueryRow, Query or Exec, which a
 	// connection opened ahead of a promotion prepares while the call
-	// waits (standby.go); empty for any other call.
+	// waits (hostpool.Set.WaitStarted); empty for any other call.
 	sql string
 
 	ev *callEvents
@@ -176,12 +177,12 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 		switch {
 		case c.p.closed.Load():
 			return nil, ErrClosed
-		case !c.p.state.Routes().Holds(h.addr, h), errors.Is(err, errHostNotUsable):
+		case !c.p.state.Routes().Holds(h.Addr, h), errors.Is(err, hostpool.ErrHostNotUsable):
 			continue // the host left the topology, or went down, while we waited for it
 		case c.episode && c.ctx.Err() == nil && !c.timeLeft():
 			// The budget, not the host, ended the attempt; what the host
 			// did before says more than the budget's own deadline.
-			c.noteFirst(h.addr, err)
+			c.noteFirst(h.Addr, err)
 			return nil, c.giveUp(ErrBudgetExhausted, nil)
 		case !c.episode && c.ctx.Err() != nil:
 			// The caller's context ended while it waited for a connection
@@ -198,7 +199,7 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 // acquireFrom acquires a connection from host h. Once the call is failing
 // over, connecting is bounded by what is left of the budget, so a host that
 // does not answer cannot stretch it by a whole connect_timeout.
-func (c *call) acquireFrom(h *hostPool) (*pgxpool.Conn, error) {
+func (c *call) acquireFrom(h *hostpool.Host) (*pgxpool.Conn, error) {
 	pool := c.picker.poolOf(h)
 	if !c.episode {
 		return pool.Acquire(c.ctx)
@@ -211,7 +212,7 @@ func (c *call) acquireFrom(h *hostPool) (*pgxpool.Conn, error) {
 
 // pick chooses the host for the next attempt, waiting while no host can
 // take it.
-func (c *call) pick() (*hostPool, error) {
+func (c *call) pick() (*hostpool.Host, error) {
 	for {
 		if c.p.closed.Load() {
 			return nil, ErrClosed
@@ -255,8 +256,8 @@ func (c *call) traceDoneAcquire() {
 
 // heldBack reports whether the call must not send to h yet: h failed under
 // this call and the backoff before sending there again has not run out.
-func (c *call) heldBack(h *hostPool) bool {
-	return c.failedOn(h.addr) && c.p.clock.Now().Before(c.ev.notBefore)
+func (c *call) heldBack(h *hostpool.Host) bool {
+	return c.failedOn(h.Addr) && c.p.clock.Now().Before(c.ev.notBefore)
 }
 
 // noHostOr returns ErrNoHost when every host is in the wrong role for the
@@ -288,14 +289,9 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 	// waiting sees its deadline armed.
 	t := c.p.clock.NewTimer(until.Sub(now))
 	defer t.Stop()
-	c.p.waitStarted()
-	defer c.p.waitEnded()
-	if c.picker.reads == nil && !c.connect {
-		c.p.waitingOnCalls.Add(1)
-		defer c.p.waitingOnCalls.Add(-1)
-		c.p.waitingSQL.add(c.sql)
-		c.p.readyForPromotion()
-	}
+	onCalls := c.picker.reads == nil && !c.connect
+	c.p.hosts.WaitStarted(onCalls, c.sql)
+	defer c.p.hosts.WaitEnded(onCalls)
 	defer func() { c.ev.waited += c.p.clock.Now().Sub(now) }()
 	select {
 	case <-c.picker.changed(rs):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -118,7 +119,7 @@ func (p *Pool) recordsWrites(ctx context.Context) bool {
 // read after the write, is also a sample the pinned reads can use.
 // Callers ask recordsWrites first (call.recording): it is called only for
 // a write that is recorded.
-func (p *Pool) wrote(ctx context.Context, h *hostPool) {
+func (p *Pool) wrote(ctx context.Context, h *hostpool.Host) {
 	if p.readerTaken.Load() {
 		p.noteWrite()
 	}
@@ -128,7 +129,7 @@ func (p *Pool) wrote(ctx context.Context, h *hostPool) {
 			tok.advance(unknownPosition)
 			return
 		}
-		p.reader.sampler.Observe(h.addr, s)
+		p.reader.sampler.Observe(h.Addr, s)
 		tok.advance(s.LSN)
 	}
 }

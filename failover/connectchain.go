@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
@@ -60,17 +61,17 @@ type connectChain struct {
 	// that one dial cannot carry a mark.
 	firstSocket atomic.Bool
 
-	current *hostPool // the host of the attempt under way, nil between attempts
-	since   uint64    // current's epoch when its last dial began (hoststate.Owner.Epoch)
-	round   int       // the round of the entries the attempt uses, -1 until one is dialled
-	reached bool      // the attempt's dial worked
-	refused bool      // the attempt's server was in the wrong role
-	err     error     // why the chain gave up; every later entry returns it
+	current *hostpool.Host // the host of the attempt under way, nil between attempts
+	since   uint64         // current's epoch when its last dial began (hoststate.Owner.Epoch)
+	round   int            // the round of the entries the attempt uses, -1 until one is dialled
+	reached bool           // the attempt's dial worked
+	refused bool           // the attempt's server was in the wrong role
+	err     error          // why the chain gave up; every later entry returns it
 }
 
 // chainEntry is one connection variant of one host in one round.
 type chainEntry struct {
-	h       *hostPool
+	h       *hostpool.Host
 	round   int
 	variant *pgconn.FallbackConfig
 }
@@ -122,7 +123,7 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 	hosts := p.state.Routes().Table.List
 	for round := 1; round <= p.cfg.MaxAttempts; round++ {
 		for _, k := range hosts {
-			if !isSocket(&pgconn.FallbackConfig{Host: k.dial.Host, Port: k.dial.Port}) {
+			if !isSocket(&pgconn.FallbackConfig{Host: k.Dial.Host, Port: k.Dial.Port}) {
 				ch.addEntries(k, round)
 			}
 		}
@@ -143,17 +144,17 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 			// gave pgconn other addresses): the host is unknown.
 			return errors.New("pgfailover: a new connection reached a server outside the Pool's hosts")
 		}
-		if err := p.checkRole(ctx, h, conn, target, ch.since); err != nil {
+		if err := p.hosts.CheckRole(ctx, h, conn, target, ch.since); err != nil {
 			// pgconn closes the session and the chain goes on. A wrong
-			// role was recorded by checkRole, and a login older than the
+			// role was recorded by CheckRole, and a login older than the
 			// host's latest failure found the host marked already: neither
 			// costs an attempt.
 			_, ch.refused = errors.AsType[*hosthealth.RoleError](err)
-			ch.refused = ch.refused || err == errFailedWhileConnecting
+			ch.refused = ch.refused || err == hostpool.ErrFailedWhileConnecting
 			return err
 		}
-		stateOf(conn).host = h
-		f.connected(h.addr)
+		hostpool.StateOf(conn).Host = h
+		f.connected(h.Addr)
 		ch.call.finish(nil) // ends the episode, if the connect had one
 		return nil
 	}
@@ -161,11 +162,11 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 }
 
 // addEntries appends host h's connection variants for round.
-func (ch *connectChain) addEntries(h *hostPool, round int) {
+func (ch *connectChain) addEntries(h *hostpool.Host, round int) {
 	ch.entries = append(ch.entries, chainEntry{h: h, round: round, variant: &pgconn.FallbackConfig{
-		Host: h.dial.Host, Port: h.dial.Port, TLSConfig: h.dial.TLSConfig,
+		Host: h.Dial.Host, Port: h.Dial.Port, TLSConfig: h.Dial.TLSConfig,
 	}})
-	for _, v := range h.dial.Fallbacks {
+	for _, v := range h.Dial.Fallbacks {
 		ch.entries = append(ch.entries, chainEntry{h: h, round: round, variant: v})
 	}
 }
@@ -227,14 +228,14 @@ func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net
 		if ctx.Err() != nil {
 			// The wait outlasted this entry's connect_timeout; the
 			// chosen host's next entry dials with a fresh one.
-			return nil, &errPassedOver{addr: e.h.addr}
+			return nil, &errPassedOver{addr: e.h.Addr}
 		}
 	}
 	if e.h != ch.current || (ch.round >= 0 && e.round != ch.round) {
-		return nil, &errPassedOver{addr: e.h.addr}
+		return nil, &errPassedOver{addr: e.h.Addr}
 	}
 	ch.round = e.round
-	ch.since = ch.p.state.Epoch(e.h.addr)
+	ch.since = ch.p.state.Epoch(e.h.Addr)
 	conn, err := ch.dial(ctx, network, addr)
 	if err == nil {
 		ch.reached = true
@@ -252,11 +253,11 @@ func (ch *connectChain) failed() error {
 	reached, refused := ch.reached, ch.refused
 	ch.reached, ch.refused = false, false
 	if refused {
-		// checkRole recorded the role: the host is not chosen again while
+		// CheckRole recorded the role: the host is not chosen again while
 		// it has it, and a wrong role costs no attempt.
 		return nil
 	}
-	class, err := hosthealth.Transport, error(&errConnectFailed{addr: h.addr, reached: reached})
+	class, err := hosthealth.Transport, error(&errConnectFailed{addr: h.Addr, reached: reached})
 	if reached {
 		class = hosthealth.Transient
 	}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/hoststate"
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/topology"
@@ -70,52 +68,21 @@ type fallbackHosts struct{ p *Pool }
 func (f fallbackHosts) Connect(ctx context.Context, addr string, timeout time.Duration) error {
 	h := f.p.state.Routes().Table.ByAddr[addr]
 	if h == nil { // left the Pool since the round looked
-		return &HostError{Addr: addr, Err: errHostNotUsable}
+		return &HostError{Addr: addr, Err: hostpool.ErrHostNotUsable}
 	}
-	return f.p.tryConnect(ctx, h, timeout)
+	return f.p.hosts.TryConnect(ctx, h, timeout)
 }
 
 func (f fallbackHosts) Cut(addr string) {
 	if h := f.p.state.Routes().Table.ByAddr[addr]; h != nil {
-		f.p.telemetry.Closed(h.server, telemetry.ClosedFallbackLifetime, int(h.pool.Stat().TotalConns()))
-		h.pool.Reset()
+		f.p.telemetry.Closed(h.Server, telemetry.ClosedFallbackLifetime, int(h.Calls.Stat().TotalConns()))
+		h.Calls.Reset()
 	}
 }
 
 func (f fallbackHosts) Attrs(addr string) ([]attribute.KeyValue, bool) {
 	if h := f.p.state.Routes().Table.ByAddr[addr]; h != nil {
-		return h.server.Attributes(), true
+		return h.Server.Attributes(), true
 	}
 	return nil, false
-}
-
-// tryConnect opens one connection to h, checks the server's role against
-// the Pool's target, and closes it.
-func (p *Pool) tryConnect(ctx context.Context, h *hostPool, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cfg := h.dial.Copy()
-	if h.probe.BeforeConnect != nil {
-		if err := h.probe.BeforeConnect(ctx, cfg); err != nil {
-			return err
-		}
-	}
-	cfg.DialFunc = h.socks.DialFunc(cfg.DialFunc, false)
-	since := p.state.Epoch(h.addr)
-	conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	role, err := serverRole(ctx, conn)
-	if err != nil {
-		return err
-	}
-	if p.observe(h, hoststate.Observation{Kind: hoststate.Answered, Role: role, Since: since}).Dropped {
-		return errFailedWhileConnecting
-	}
-	if !p.cfg.Target.Accepts(role) {
-		return &hosthealth.RoleError{Addr: h.addr, Role: role, Target: p.cfg.Target}
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
@@ -127,7 +128,7 @@ func (p *Pool) newFollower(rt following) *follower {
 		}
 		return nil
 	}
-	pool, err := p.newPgxPool(cfg, rt.ok)
+	pool, err := p.hosts.NewPgxPool(cfg, rt.ok)
 	if err != nil {
 		// pgxpool refuses only settings it checked already when each
 		// host's pool was built from the same Config in NewWithConfig,
@@ -143,10 +144,10 @@ func (p *Pool) newFollower(rt following) *follower {
 // Pool would send a call to.
 func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	pc := conn.PgConn()
-	st := stateOf(pc)
-	h := st.host
+	st := hostpool.StateOf(pc)
+	h := st.Host
 	rs := p.state.Routes()
-	return h != nil && rs.Holds(h.addr, h) && p.usableState(h, pc, st) && rs.Usable(h.addr, p.cfg.Target)
+	return h != nil && rs.Holds(h.Addr, h) && p.hosts.Usable(h, pc, st) && rs.Usable(h.Addr, p.cfg.Target)
 }
 
 // connected records that the pool has a connection to addr.
@@ -180,7 +181,7 @@ func (f *follower) demoted(addr string) {
 func (p *Pool) AcquireAllIdle(ctx context.Context) []*pgxpool.Conn {
 	var conns []*pgxpool.Conn
 	for _, h := range p.state.Routes().Table.List {
-		conns = append(conns, h.pool.AcquireAllIdle(ctx)...)
+		conns = append(conns, h.Calls.AcquireAllIdle(ctx)...)
 	}
 	return conns
 }

@@ -3,11 +3,51 @@ package failover
 import (
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/telemetry"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
+	"github.com/pgfailover/pgfailover/internal/probe"
+	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
+
+// routes is the Pool's routing value: everything host state offers a
+// pick (the hosts' health and rankings, the host table, the replicas'
+// freshness), published by the Pool's owner of host state
+// (internal/hoststate) and read lock-free through Pool.state.Routes.
+type routes = hoststate.Routes[hostpool.Host]
+
+// hostTable is the set of hosts the Pool uses, by address and in order.
+type hostTable = hoststate.Table[hostpool.Host]
+
+// newHostSet builds the Pool's hosts at work (hostpool.Set) over its
+// host state, its clock, its telemetry and its life.
+func (p *Pool) newHostSet() *hostpool.Set {
+	return hostpool.New(hostpool.Config{
+		Target:              p.cfg.Target,
+		State:               p.state,
+		Clock:               p.clock,
+		Telemetry:           p.telemetry,
+		Log:                 p.log,
+		Life:                p.life,
+		Go:                  p.bg.Go,
+		GoUnlessClosed:      p.goUntilClose,
+		ProbeConnectTimeout: p.probeTimeout(),
+		ProbeTimeout:        p.cfg.HealthProbeTimeout,
+		Schedule:            probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Rand: rand.Int64N},
+		ReadyConns:          p.cfg.ReadyConns,
+		Demoted:             func(addr string) { p.follower().demoted(addr) },
+		Failed:              func(addr string, err error) { p.steer.failed(addr, err) },
+		Refresh:             p.refreshTopology,
+		PrimarySample: func(addr string, s replica.Sample) {
+			if p.reader != nil { // nil only in tests of the routing alone
+				p.reader.sampler.Observe(addr, s)
+			}
+		},
+	})
+}
 
 // setHosts makes the host set the connection string's hosts merged with
 // the topology source's last report. A host that stays keeps its pool and
@@ -28,19 +68,20 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 	wanted, configs := p.wantedHosts()
 	before := p.state.Routes()
 	old := before.Table
-	next := &hostTable{ByAddr: make(map[string]*hostPool, len(wanted))}
+	next := &hostTable{ByAddr: make(map[string]*hostpool.Host, len(wanted))}
 	var errs []error
 	for i, w := range wanted {
 		h := old.ByAddr[w.Addr]
 		if h == nil {
 			var err error
-			if h, err = p.newHostPool(configs[i]); err != nil {
+			if h, err = p.hosts.NewHost(w.Addr, p.cfg.hostConfig(configs[i])); err != nil {
+				err = &HostError{Addr: w.Addr, Err: err}
 				p.logHostError(w.Addr, err)
 				errs = append(errs, err)
 				continue
 			}
 			if p.probing {
-				p.startProbe(h)
+				p.hosts.StartProbe(h)
 			}
 		}
 		next.ByAddr[w.Addr] = h
@@ -53,10 +94,10 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 	}
 	// The new table and the new host set are published together; only
 	// then the removed hosts go.
-	p.report(p.state.SetTable(next, wanted))
+	p.hosts.SetTable(next, wanted)
 	for _, h := range old.List {
-		if next.ByAddr[h.addr] == nil {
-			p.retire(h)
+		if next.ByAddr[h.Addr] == nil {
+			p.hosts.Retire(h)
 		}
 	}
 	// A member newly named the primary is probed at once: a promotion may
@@ -65,8 +106,8 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		if w.Claimed != hosthealth.RolePrimary {
 			continue
 		}
-		if st, ok := before.Status(w.Addr); !ok || st.Claimed != hosthealth.RolePrimary {
-			p.hintPrimary(w.Addr)
+		if st, ok := before.Status(w.Addr); (!ok || st.Claimed != hosthealth.RolePrimary) && next.ByAddr[w.Addr] != nil {
+			p.hosts.HintPrimary(next.ByAddr[w.Addr])
 		}
 	}
 	return errors.Join(errs...)
@@ -100,22 +141,6 @@ func (p *Pool) wantedHosts() ([]hosthealth.Host, []Host) {
 	return wanted, configs
 }
 
-// retire drains a host that left the topology. Called with topoMu held.
-func (p *Pool) retire(h *hostPool) {
-	delete(p.hints, h.addr)
-	if h.stopProbe != nil {
-		h.stopProbe()
-	}
-	p.bg.Go(func() {
-		if h.stopProbe != nil {
-			<-h.probeDone
-		}
-		h.probe.Close() // its loop closed it, unless it never ran
-		p.telemetry.Closed(h.server, telemetry.ClosedRemoved, h.openConns())
-		h.close() // waits for the connections in use to come back
-	})
-}
-
 // startProbing starts every host's probe loop, and makes hosts added from
 // now on start theirs at once. Until then only NewWithConfig probes.
 func (p *Pool) startProbing() {
@@ -123,7 +148,7 @@ func (p *Pool) startProbing() {
 	defer p.topoMu.Unlock()
 	p.probing = true
 	for _, h := range p.state.Routes().Table.List {
-		p.startProbe(h)
+		p.hosts.StartProbe(h)
 	}
 }
 
@@ -162,4 +187,24 @@ func (p *Pool) noteWrite() {
 			return
 		}
 	}
+}
+
+// markFailed records a failover event of class on host h. A write refused
+// by a read-only server makes the host a replica for the ranking, and
+// closes its pooled connections. A role stated by the server when
+// connecting was recorded then.
+func (p *Pool) markFailed(h *hostpool.Host, class hosthealth.Class, err error) {
+	if _, ok := errors.AsType[*hosthealth.RoleError](err); ok && class == hosthealth.Topology {
+		return
+	}
+	p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Failed, Class: class})
+	if class != hosthealth.Topology {
+		p.steer.failed(h.Addr, err)
+	}
+	p.refreshTopology()
+}
+
+// status returns what is known about the host at addr.
+func (p *Pool) status(addr string) (hosthealth.HostStatus, bool) {
+	return p.state.Routes().Status(addr)
 }

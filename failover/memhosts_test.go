@@ -1,41 +1,44 @@
 package failover
 
 import (
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
 )
 
 // Helpers for tests that build a Pool in memory, without servers: its host
-// state holds bare hostPools, and observations go straight to the owner
-// (a bare hostPool has no pgxpool for observe to reset).
+// state holds bare hostpool.Hosts, and observations go straight to the
+// owner (a bare Host has no pgxpool for Set.Observe to reset).
 
-// newMemState gives p an owner of host state for its target, on its clock.
+// newMemState gives p an owner of host state for its target, on its
+// clock, and a host set over it that reports with p's telemetry and log.
 func newMemState(p *Pool) {
-	p.state = hoststate.New[hostPool](hoststate.Options{Target: p.cfg.Target, Zone: p.cfg.Zone, Now: p.clock.Now})
+	p.state = hoststate.New[hostpool.Host](hoststate.Options{Target: p.cfg.Target, Zone: p.cfg.Zone, Now: p.clock.Now})
+	p.hosts = hostpool.New(hostpool.Config{Target: p.cfg.Target, State: p.state, Clock: p.clock, Telemetry: p.telemetry, Log: p.log})
 }
 
-// setMemHosts makes hosts p's host set, each with a bare hostPool made by
-// mk (nil: only its address).
-func setMemHosts(p *Pool, hosts []hosthealth.Host, mk func(i int, addr string) *hostPool) *hostTable {
-	table := &hostTable{ByAddr: map[string]*hostPool{}}
+// setMemHosts makes hosts p's host set, each with a bare Host made by mk
+// (nil: only its address).
+func setMemHosts(p *Pool, hosts []hosthealth.Host, mk func(i int, addr string) *hostpool.Host) *hostTable {
+	table := &hostTable{ByAddr: map[string]*hostpool.Host{}}
 	for i, h := range hosts {
-		hp := &hostPool{addr: h.Addr}
+		hp := &hostpool.Host{Addr: h.Addr}
 		if mk != nil {
 			hp = mk(i, h.Addr)
 		}
 		table.ByAddr[h.Addr] = hp
 		table.List = append(table.List, hp)
 	}
-	p.report(p.state.SetTable(table, hosts))
+	p.hosts.SetTable(table, hosts)
 	return table
 }
 
 // memObserve hands ob to p's host state and reports its news.
-func memObserve(p *Pool, addr string, ob hoststate.Observation) hoststate.Result[hostPool] {
+func memObserve(p *Pool, addr string, ob hoststate.Observation) hoststate.Result[hostpool.Host] {
 	ob.Addr = addr
 	res := p.state.Observe(ob)
-	p.report(res.News)
+	p.hosts.Report(res.News)
 	return res
 }
 

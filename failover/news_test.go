@@ -11,6 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
@@ -35,8 +36,8 @@ func TestFailoverDurationAndHostChanges(t *testing.T) {
 	}
 	newMemState(p)
 	hosts := []hosthealth.Host{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5432"}}
-	setMemHosts(p, hosts, func(i int, addr string) *hostPool {
-		return &hostPool{addr: addr, server: telemetry.NewServer("10.0.0."+string(rune('1'+i)), 5432)}
+	setMemHosts(p, hosts, func(i int, addr string) *hostpool.Host {
+		return &hostpool.Host{Addr: addr, Server: telemetry.NewServer("10.0.0."+string(rune('1'+i)), 5432)}
 	})
 	memAnswer(p, hosts[0].Addr, hosthealth.RolePrimary)
 	memAnswer(p, hosts[1].Addr, hosthealth.RoleReplica)

@@ -59,7 +59,7 @@ func pick(p *Pool, c *call) (addr string) {
 	if h == nil {
 		return ""
 	}
-	return h.addr
+	return h.Addr
 }
 
 // TestOutageInRoutes: the routing state holds what the replicas hold only

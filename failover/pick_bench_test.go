@@ -60,7 +60,7 @@ func BenchmarkPick(b *testing.B) {
 					var c call
 					p.startCall(&c, ctx)
 					if h, err := c.pick(); err != nil || h != want {
-						b.Fatal(h.addr, err)
+						b.Fatal(h.Addr, err)
 					}
 				}
 			})
@@ -71,7 +71,7 @@ func BenchmarkPick(b *testing.B) {
 						var c call
 						p.startCall(&c, ctx)
 						if h, err := c.pick(); err != nil || h != want {
-							b.Error(h.addr, err)
+							b.Error(h.Addr, err)
 							return
 						}
 					}
@@ -92,14 +92,14 @@ func BenchmarkPickHeldBack(b *testing.B) {
 		list := p.state.Routes().Table.List
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
-			failed := []string{list[0].addr}
+			failed := []string{list[0].Addr}
 			notBefore := p.clock.Now().Add(1 << 62)
 			for b.Loop() {
 				var c call
 				p.startCall(&c, ctx)
 				c.events().failed, c.events().notBefore = failed, notBefore
 				if h, err := c.pick(); err != nil || h != list[1] {
-					b.Fatal(h.addr, err)
+					b.Fatal(h.Addr, err)
 				}
 			}
 		})

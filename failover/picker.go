@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/topology"
 )
@@ -23,11 +24,11 @@ type picker struct {
 
 // poolOf returns the pgxpool of h that the picker's calls use: the
 // Reader's read-only sessions, or the Pool's own connections.
-func (pk picker) poolOf(h *hostPool) *pgxpool.Pool {
+func (pk picker) poolOf(h *hostpool.Host) *pgxpool.Pool {
 	if pk.reads != nil {
-		return h.reads
+		return h.Reads
 	}
-	return h.pool
+	return h.Calls
 }
 
 // changed returns the channel closed when something the picker reads
@@ -43,7 +44,7 @@ func (pk picker) changed(rs *routes) <-chan struct{} {
 // next returns the best host in rs that can take the call now and is not
 // held back by the call, or nil. heldBack reports whether a usable host was
 // passed over only because the call's backoff holds it back.
-func (pk picker) next(rs *routes, c *call) (h *hostPool, heldBack bool) {
+func (pk picker) next(rs *routes, c *call) (h *hostpool.Host, heldBack bool) {
 	if pk.reads != nil {
 		return pk.reads.next(rs, c)
 	}
@@ -64,7 +65,7 @@ func (pk picker) next(rs *routes, c *call) (h *hostPool, heldBack bool) {
 
 // steered returns the host the Pool's steerer chooses for c, when it can
 // take the call now and c does not hold it back, else nil.
-func (pk picker) steered(rs *routes, c *call) *hostPool {
+func (pk picker) steered(rs *routes, c *call) *hostpool.Host {
 	addr := c.p.steer.choose(c.ctx)
 	if addr == "" {
 		return nil

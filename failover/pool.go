@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/outcome"
@@ -42,37 +43,19 @@ type Pool struct {
 	telemetry *telemetry.Instruments
 
 	// state owns what the Pool knows of its hosts and publishes the
-	// routing value the picks read (routes.go). Every observation of a
-	// host goes to it through observe; setHosts gives it the host table.
-	state *hoststate.Owner[hostPool]
+	// routing value the picks read. hosts is the hosts at work: their
+	// pools, probes and waits; every observation of a host goes to state
+	// through it (hosts.Observe), and so does every host table (setHosts).
+	state *hoststate.Owner[hostpool.Host]
+	hosts *hostpool.Set
 	log   telemetry.Logger // Config.Logger's lines
 	// topoMu serializes changes to the host set and guards sourced and
-	// hints. No I/O while held: creating a host's pgxpool connects nothing.
+	// probing. No I/O while held: creating a host's pgxpool connects
+	// nothing.
 	topoMu  sync.Mutex
 	sourced []topology.Member // the topology source's last report
 	probing bool              // probe loops run; new hosts get one at once
 
-	// hints holds each probe loop's hint channel, by address (see
-	// hintPrimary).
-	hints map[string]chan struct{}
-
-	// waiting counts calls waiting for a usable host. While it is above
-	// zero the probes ask faster (see probe.Schedule). waitingOnCalls
-	// counts those of them that will run on a host's calls pool (not the
-	// Reader's, nor PgxPool's connect chain): the connections opened
-	// ahead of a promotion are theirs (standby.go).
-	waiting        atomic.Int32
-	waitingOnCalls atomic.Int32
-	waitingSQL     waitingStatements // the statements of those calls
-	// waitSince is the clock reading (Unix nanoseconds) when waiting last
-	// rose from zero.
-	waitSince atomic.Int64
-	// waitEndedAt is the clock reading (Unix nanoseconds) when waiting
-	// last fell to zero.
-	waitEndedAt atomic.Int64
-	// wake is closed, and replaced, when the first call starts waiting,
-	// so that the probes ask at once instead of at their next tick.
-	wake atomic.Pointer[chan struct{}]
 	// lastWrite is the clock reading (Unix nanoseconds) when a call that
 	// may have written last succeeded, once the Reader has been asked for
 	// (see recordsWrites).
@@ -150,15 +133,14 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, err
 	}
 	p.log = telemetry.NewLogger(cfg.Logger, p.clock)
-	p.state = hoststate.New[hostPool](hoststate.Options{Target: cfg.Target, Zone: cfg.Zone, Now: p.clock.Now})
+	p.state = hoststate.New[hostpool.Host](hoststate.Options{Target: cfg.Target, Zone: cfg.Zone, Now: p.clock.Now})
 	p.reader = &Reader{p: p, wait: cfg.Replica.Wait, router: replica.Router{Policy: replica.Policy{
 		MaxLag:        cfg.Replica.MaxLag,
 		PinAfterWrite: cfg.Replica.PinAfterWrite,
 		OutageReads:   cfg.Replica.OutageReads,
 	}}}
-	wake := make(chan struct{})
-	p.wake.Store(&wake)
 	p.life, p.stop = context.WithCancel(context.Background())
+	p.hosts = p.newHostSet()
 
 	if err := p.setHosts(nil); err != nil && len(p.state.Routes().Table.List) == 0 {
 		p.Close()
@@ -243,11 +225,11 @@ func (p *Pool) Close() {
 		hosts := p.state.Routes().Table.List
 		p.topoMu.Unlock()
 		for _, h := range hosts {
-			h.socks.KillIfDown()
+			h.Socks.KillIfDown()
 		}
 		var pools sync.WaitGroup
 		for _, h := range hosts {
-			pools.Go(h.close)
+			pools.Go(h.Close)
 		}
 		if f != nil {
 			pools.Go(f.pool.Close)
@@ -262,7 +244,7 @@ func (p *Pool) Close() {
 		case <-closed:
 		case <-t.C():
 			for _, h := range hosts {
-				h.socks.Abandon()
+				h.Socks.Abandon()
 			}
 		}
 		t.Stop()
@@ -272,7 +254,7 @@ func (p *Pool) Close() {
 			p.patroniClient.CloseIdleConnections()
 		}
 		for _, h := range hosts {
-			h.probe.Close() // its loop closed it, unless it never ran (New failed)
+			h.Probe.Close() // its loop closed it, unless it never ran (New failed)
 		}
 	})
 }
@@ -283,8 +265,8 @@ func (p *Pool) Close() {
 // connections stay.
 func (p *Pool) Reset() {
 	for _, h := range p.state.Routes().Table.List {
-		h.pool.Reset()
-		h.reads.Reset()
+		h.Calls.Reset()
+		h.Reads.Reset()
 	}
 	if f := p.follower(); f != nil {
 		f.pool.Reset()

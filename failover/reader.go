@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
@@ -139,7 +140,7 @@ func (p *Pool) takeReader() {
 // next is the Reader's picker: the replica whose turn it is, else the
 // primary. It records where the read went on the call.
 // Its candidates are the routes' replicas (routes.go).
-func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
+func (r *Reader) next(rs *routes, c *call) (*hostpool.Host, bool) {
 	// The pin after a write was turned into a position by pin, before the
 	// call began: nothing here asks for one.
 	read := replica.Read{After: c.after}
@@ -152,7 +153,7 @@ func (r *Reader) next(rs *routes, c *call) (*hostPool, bool) {
 		// passed over for good.
 		cands = append([]replica.Candidate(nil), cands...)
 		for i, h := range rs.Replicas {
-			if c.failedOn(h.addr) || slices.Contains(c.ev.behind, h.addr) {
+			if c.failedOn(h.Addr) || slices.Contains(c.ev.behind, h.Addr) {
 				cands[i].Usable = false
 			}
 		}
@@ -218,14 +219,14 @@ func (r *Reader) pin(c *call) {
 			return
 		}
 		h := ranked[0]
-		s, step, done := r.sampler.Need(h.addr, wrote)
+		s, step, done := r.sampler.Need(h.Addr, wrote)
 		switch step {
 		case replica.Use:
 			c.after = s.LSN
 			return
 		case replica.Ask:
 			s, ok := r.p.samplePrimary(c.ctx, h)
-			r.sampler.Answer(h.addr, s, ok)
+			r.sampler.Answer(h.Addr, s, ok)
 			if ok && s.At.After(wrote) {
 				c.after = s.LSN
 			}
@@ -247,13 +248,13 @@ const positionSQL = "SELECT pg_current_wal_insert_lsn()::text, current_setting('
 // samplePrimary asks the primary h for its WAL position now, normalised as
 // the probe's is (recordEnd). ok is false when it did not answer within
 // health_probe_timeout.
-func (p *Pool) samplePrimary(ctx context.Context, h *hostPool) (replica.Sample, bool) {
+func (p *Pool) samplePrimary(ctx context.Context, h *hostpool.Host) (replica.Sample, bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.HealthProbeTimeout)
 	defer cancel()
 	asked := p.clock.Now()
 	var text string
 	var blockSize uint64
-	if err := h.pool.QueryRow(ctx, positionSQL).Scan(&text, &blockSize); err != nil {
+	if err := h.Calls.QueryRow(ctx, positionSQL).Scan(&text, &blockSize); err != nil {
 		return replica.Sample{}, false
 	}
 	pos, err := replica.ParseLSN(text)
@@ -366,7 +367,7 @@ const unknownPosition = replica.LSN(math.MaxUint64)
 // hundred microseconds, while the read has waited less than replica_wait
 // in all (across the replicas it asks); waited says whether it did. What
 // the replica says also moves its known position on for every read.
-func (r *Reader) replayed(c *call, h *hostPool, conn *pgxpool.Conn, want replica.LSN) (ok, waited bool) {
+func (r *Reader) replayed(c *call, h *hostpool.Host, conn *pgxpool.Conn, want replica.LSN) (ok, waited bool) {
 	for delay := firstReplayPoll; ; delay, waited = min(2*delay, lastReplayPoll), true {
 		got, ok := r.replayPosition(c.ctx, h, conn)
 		if !ok {
@@ -414,7 +415,7 @@ const (
 
 // replayPosition asks the replica h at the other end of conn how far it
 // has replayed, and records it.
-func (r *Reader) replayPosition(ctx context.Context, h *hostPool, conn *pgxpool.Conn) (replica.LSN, bool) {
+func (r *Reader) replayPosition(ctx context.Context, h *hostpool.Host, conn *pgxpool.Conn) (replica.LSN, bool) {
 	var text *string
 	if err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn()::text").Scan(&text); err != nil || text == nil {
 		return 0, false
@@ -423,7 +424,7 @@ func (r *Reader) replayPosition(ctx context.Context, h *hostPool, conn *pgxpool.
 	if err != nil {
 		return 0, false
 	}
-	r.p.observe(h, hoststate.Observation{Kind: hoststate.Replayed, LSN: got})
+	r.p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Replayed, LSN: got})
 	return got, true
 }
 
@@ -460,13 +461,13 @@ func (r *Reader) PgxPool() *pgxpool.Pool {
 // handed out: nothing waits on its socket, and its host would still take
 // a read.
 func (r *Reader) connUsable(conn *pgx.Conn) bool {
-	st := stateOf(conn.PgConn())
-	h := st.host
-	if h == nil || !r.p.stillOpenState(h, st) {
+	st := hostpool.StateOf(conn.PgConn())
+	h := st.Host
+	if h == nil || !r.p.hosts.StillOpen(h, st) {
 		return false
 	}
 	rs := r.p.state.Routes()
-	if !rs.Holds(h.addr, h) {
+	if !rs.Holds(h.Addr, h) {
 		return false // its host left the topology
 	}
 	now := r.p.clock.Now()
@@ -480,5 +481,5 @@ func (r *Reader) connUsable(conn *pgx.Conn) bool {
 		}
 	}
 	// Not an eligible replica: the primary, while no replica is.
-	return !eligible && rs.Usable(h.addr, hosthealth.TargetPrimary)
+	return !eligible && rs.Usable(h.Addr, hosthealth.TargetPrimary)
 }

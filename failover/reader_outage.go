@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/replica"
@@ -34,7 +35,7 @@ func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica
 	// rule asks, and one still replaying will get there.
 	cands := slices.Clone(rs.Cands)
 	for i, h := range rs.Replicas {
-		if c.failedOn(h.addr) || slices.Contains(ev.short, h.addr) && !(known && cands[i].Replayed >= pos) {
+		if c.failedOn(h.Addr) || slices.Contains(ev.short, h.Addr) && !(known && cands[i].Replayed >= pos) {
 			cands[i].Usable = false
 		}
 	}
@@ -55,7 +56,7 @@ func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica
 	// at, once for the read.
 	ev.outage = 0
 	for i, h := range rs.Replicas {
-		if r.router.Eligible(&cands[i], now) && rs.Outage.Stale(h.addr, since) && !slices.Contains(ev.looked, h.addr) {
+		if r.router.Eligible(&cands[i], now) && rs.Outage.Stale(h.Addr, since) && !slices.Contains(ev.looked, h.Addr) {
 			return i, reason, true
 		}
 	}
@@ -85,13 +86,13 @@ func (r *Reader) outageSince(c *call) time.Time {
 // replayed the outage's position, or, when that position could not be
 // had, what it holds (look). It returns whether the read takes h; if not,
 // the read picks again, and passes h over as next and routeInOutage say.
-func (r *Reader) confirm(c *call, h *hostPool, conn *pgxpool.Conn) bool {
+func (r *Reader) confirm(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 	if !c.reason.InOutage() {
 		ok, waited := r.replayed(c, h, conn, c.after)
 		switch {
 		case !ok:
 			ev := c.events() // not before: a read that finds its position allocates nothing
-			ev.behind = append(ev.behind, h.addr)
+			ev.behind = append(ev.behind, h.Addr)
 		case waited:
 			c.reason = replica.Waited
 		default:
@@ -102,7 +103,7 @@ func (r *Reader) confirm(c *call, h *hostPool, conn *pgxpool.Conn) bool {
 	if pos := c.ev.outage; pos != 0 { // routeInOutage made c.ev
 		ok, _ := r.replayed(c, h, conn, pos)
 		if !ok {
-			c.ev.short = append(c.ev.short, h.addr)
+			c.ev.short = append(c.ev.short, h.Addr)
 		}
 		return ok
 	}
@@ -123,15 +124,15 @@ const lookSQL = "SELECT (" + probe.WALSQL + ")::text, (" + probe.ReceivedSQL + "
 // replica whose WAL receiver has not yet seen its sender go is asked
 // again, as for a read's position, while the read has waited less than
 // replica_wait for replicas in all.
-func (r *Reader) look(c *call, h *hostPool, conn *pgxpool.Conn) bool {
+func (r *Reader) look(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 	ev := c.events()
-	ev.looked = append(ev.looked, h.addr)
+	ev.looked = append(ev.looked, h.Addr)
 	for delay := firstReplayPoll; ; delay = min(2*delay, lastReplayPoll) {
 		rep, ok := r.askHeld(c.ctx, conn)
 		if !ok {
 			return false
 		}
-		r.p.observe(h, hoststate.Observation{Kind: hoststate.Looked, Report: rep})
+		r.p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Looked, Report: rep})
 		rs := r.p.state.Routes()
 		if rs.Outage == nil {
 			return false // a primary is usable again

@@ -26,7 +26,7 @@ func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 
 // sendRow acquires a connection for c and sends the query there. The
 // query, c copied with its arguments, waits for Scan in the connection's
-// state (connState.row), which only the connection's holder touches; the
+// state (callState.row), which only the connection's holder touches; the
 // Row handed out comes from that connection's slab (see rowSlab).
 func sendRow(c *call, sql string, args []any) *sentRow {
 	c.sql = sql
@@ -34,7 +34,7 @@ func sendRow(c *call, sql string, args []any) *sentRow {
 	if err != nil {
 		return &sentRow{err: err}
 	}
-	st := stateOf(conn.Conn().PgConn())
+	st := callStateOf(conn.Conn().PgConn())
 	r := &st.row
 	r.call = *c
 	r.args = args
@@ -379,7 +379,30 @@ type rowSlab struct {
 }
 
 // slabOf returns the slab of conn, which is held.
-func slabOf(conn *pgxpool.Conn) *rowSlab { return &stateOf(conn.Conn().PgConn()).slab }
+func slabOf(conn *pgxpool.Conn) *rowSlab { return &callStateOf(conn.Conn().PgConn()).slab }
+
+// callKey is where a connection's callState lives in pgconn's
+// per-connection CustomData.
+const callKey = "pgfailover.call"
+
+// callState is what the Pool's calls keep on one connection: the slab
+// its calls' Row and Rows values come from, and the query of the QueryRow
+// it is held for, until its Scan.
+type callState struct {
+	slab rowSlab
+	row  row
+}
+
+// callStateOf returns the callState of pc, made on first use.
+func callStateOf(pc *pgconn.PgConn) *callState {
+	cd := pc.CustomData()
+	st, _ := cd[callKey].(*callState)
+	if st == nil {
+		st = new(callState)
+		cd[callKey] = st
+	}
+	return st
+}
 
 // sentRow returns a sentRow never handed out before.
 func (s *rowSlab) sentRow() *sentRow {

@@ -68,7 +68,7 @@ func (c *call) apply(d outcome.Decision, err error) error {
 		return c.settled(errorKind(d.Verdict), err)
 	case outcome.FailBudget:
 		if c.ctx.Err() != nil {
-			c.note(c.host.addr, err)
+			c.note(c.host.Addr, err)
 			return c.giveUp(ErrBudgetExhausted, c.ctx.Err())
 		}
 		return c.giveUp(ErrBudgetExhausted, nil)
@@ -82,7 +82,7 @@ func (c *call) apply(d outcome.Decision, err error) error {
 func (c *call) holdBack() {
 	ev := c.events()
 	ev.attempts++
-	ev.failed = append(ev.failed, c.host.addr)
+	ev.failed = append(ev.failed, c.host.Addr)
 	if ev.backoff == nil {
 		ev.backoff = newFullJitter(c.p.cfg.BackoffInitial, c.p.cfg.BackoffMax)
 	}
@@ -112,7 +112,7 @@ func (c *call) failedOn(addr string) bool {
 func (c *call) settled(kind, err error) error {
 	addr := ""
 	if c.host != nil {
-		addr = c.host.addr
+		addr = c.host.Addr
 	}
 	he := &HostError{Kind: kind, Addr: addr, Err: err}
 	c.finish(he)
@@ -133,7 +133,7 @@ func (c *call) finish(err error) {
 	}
 	if c.ev.waited > 0 {
 		c.p.telemetry.Waited(c.ctx, c.ev.span, c.ev.waited)
-		c.p.waitsOver()
+		c.p.hosts.WaitsOver()
 	}
 	outcome := callOutcome(err)
 	c.p.telemetry.EndEpisode(c.ctx, c.ev.span, int(c.tries), outcome, err)
@@ -159,7 +159,7 @@ func (c *call) hostAddr() string {
 	if c.host == nil {
 		return ""
 	}
-	return c.host.addr
+	return c.host.Addr
 }
 
 // startEpisode begins the call's failover episode, once: its span, and the
@@ -177,8 +177,8 @@ func (c *call) startEpisode() {
 // record notes a failover event on the current host.
 func (c *call) record(class hosthealth.Class, err error) {
 	c.startEpisode()
-	c.note(c.host.addr, err)
-	c.p.telemetry.HostFailed(c.ev.span, c.host.server, class, err)
+	c.note(c.host.Addr, err)
+	c.p.telemetry.HostFailed(c.ev.span, c.host.Server, class, err)
 }
 
 // noteFirst keeps err as host addr's outcome unless it has one.

@@ -56,7 +56,7 @@ func (p *Pool) Stat() *Stat {
 		}
 		st := rs.Health.Host(i)
 		st.State = rs.Health.State(i, p.cfg.Target)
-		hs := HostStat{HostStatus: st, Tier: hr.Tier, Probes: h.probes.Load(), Pool: h.pool.Stat(), Reads: h.reads.Stat()}
+		hs := HostStat{HostStatus: st, Tier: hr.Tier, Probes: h.Probes.Load(), Pool: h.Calls.Stat(), Reads: h.Reads.Stat()}
 		hs.Staleness, hs.StalenessKnown = hr.Fresh.Staleness(now)
 		s.hosts = append(s.hosts, hs)
 	}

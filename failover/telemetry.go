@@ -38,8 +38,8 @@ func (p *Pool) observeHosts(ob *telemetry.Observation) {
 		if hp == nil {
 			continue // its pool could not be built: not in the table
 		}
-		v := telemetry.HostView{Server: hp.server, Addr: hp.addr, State: s.State(i, p.cfg.Target), Role: s.Host(i).Role,
-			Calls: hp.pool.Stat(), Reads: hp.reads.Stat()}
+		v := telemetry.HostView{Server: hp.Server, Addr: hp.Addr, State: s.State(i, p.cfg.Target), Role: s.Host(i).Role,
+			Calls: hp.Calls.Stat(), Reads: hp.Reads.Stat()}
 		v.Staleness, v.StalenessKnown = rs.Hosts[i].Fresh.Staleness(now)
 		ob.Hosts = append(ob.Hosts, v)
 	}
@@ -49,9 +49,4 @@ func (p *Pool) observeHosts(ob *telemetry.Observation) {
 	if f := p.reader.follow.Load(); f != nil {
 		ob.ReaderPgxPool = f.pool.Stat()
 	}
-}
-
-// openConns is the number of connections of host h's own pools.
-func (h *hostPool) openConns() int {
-	return int(h.pool.Stat().TotalConns() + h.reads.Stat().TotalConns())
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
@@ -20,7 +21,7 @@ import (
 type tx struct {
 	pgx.Tx
 	p      *Pool
-	host   *hostPool
+	host   *hostpool.Host
 	writes bool // a read-write transaction: its commit may have changed data
 	nested bool // a savepoint: its "commit" is RELEASE SAVEPOINT
 
@@ -65,7 +66,7 @@ func (t *tx) decide(phase outcome.Phase, err error) error {
 
 // hostError names the transaction's host in an error of the given kind.
 func (t *tx) hostError(kind, err error) error {
-	return &HostError{Kind: kind, Addr: t.host.addr, Err: err}
+	return &HostError{Kind: kind, Addr: t.host.Addr, Err: err}
 }
 
 func (t *tx) Commit(ctx context.Context) error {
@@ -121,7 +122,7 @@ func (t *tx) deadBeforeCommit() error {
 // non-blocking peek; only when something is waiting does it read it.
 func (t *tx) diedIdle() error {
 	pc := t.Tx.Conn().PgConn()
-	switch stateOf(pc).peek.Peek() {
+	switch hostpool.StateOf(pc).Peek.Peek() {
 	case netconn.PeekClosed:
 		return errConnClosedIdle
 	case netconn.PeekPending:

@@ -1,4 +1,4 @@
-package failover
+package hostpool
 
 import (
 	"context"
@@ -44,7 +44,7 @@ import (
 // write it refuses once per opening. A statement the server still refuses
 // as read-only is a refusal before it ran, retried as any other. When the
 // last waiting call ends without a promotion, it has the pool check its
-// idle connections, which closes them (waitsOver); so does each probe
+// idle connections, which closes them (WaitsOver); so does each probe
 // while no call waits.
 
 // standbyKey marks the context of the acquires that open connections to a
@@ -61,8 +61,8 @@ func openingStandby(ctx context.Context) bool {
 // it was a standby may be handed out: while such connections are being
 // opened (by the acquires that open them: a call acquires from h only
 // once h takes its calls), and once h takes the Pool's calls.
-func (p *Pool) standbyUsable(h *hostPool) bool {
-	return h.opening.Load() || p.canTake(h, p.cfg.Target)
+func (s *Set) standbyUsable(h *Host) bool {
+	return h.opening.Load() || s.CanTake(h, s.cfg.Target)
 }
 
 // keepStandbyReady opens, in the background, connections to host h, the
@@ -73,26 +73,26 @@ func (p *Pool) standbyUsable(h *hostPool) bool {
 // prepare the statements that calls began to wait with since. It stops
 // once h is no longer a replica. The acquires hold every connection until
 // all are open, so that each opens one of its own.
-func (p *Pool) keepStandbyReady(h *hostPool) {
-	if !p.standbyShort(h) || !h.opening.CompareAndSwap(false, true) {
+func (s *Set) keepStandbyReady(h *Host) {
+	if !s.standbyShort(h) || !h.opening.CompareAndSwap(false, true) {
 		return
 	}
-	started := p.goUntilClose(func() {
-		ctx, cancel := context.WithTimeout(context.WithValue(p.life, standbyKey{}, true), p.probeTimeout())
+	started := s.cfg.GoUnlessClosed(func() {
+		ctx, cancel := context.WithTimeout(context.WithValue(s.cfg.Life, standbyKey{}, true), s.cfg.ProbeConnectTimeout)
 		defer cancel()
 		var held []*pgxpool.Conn
 		var err error
 		// An acquire hands out the connections already open first.
-		for err == nil && len(held) < p.readyWanted(h) && p.promotable(h) {
+		for err == nil && len(held) < s.readyWanted(h) && s.promotable(h) {
 			var conn *pgxpool.Conn
-			if conn, err = h.pool.Acquire(ctx); err == nil {
+			if conn, err = h.Calls.Acquire(ctx); err == nil {
 				held = append(held, conn)
 			}
 		}
 		h.readied.Store(int32(len(held)))
-		version, stmts := p.waitingSQL.list()
+		version, stmts := s.waits.sql.list()
 		for _, conn := range held {
-			p.prepareWaiting(ctx, h, conn.Conn().PgConn(), version, stmts)
+			s.prepareWaiting(ctx, h, conn.Conn().PgConn(), version, stmts)
 			conn.Release()
 		}
 		// Recorded even where preparing stopped early: a connection that
@@ -104,9 +104,9 @@ func (p *Pool) keepStandbyReady(h *hostPool) {
 		// opening under way and left it to this one. After a failed
 		// acquire, the next probe tries again.
 		if err == nil {
-			p.readyForPromotion()
+			s.readyForPromotion()
 		}
-		p.dropUnusedStandby(h) // when the last call stopped waiting meanwhile
+		s.dropUnusedStandby(h) // when the last call stopped waiting meanwhile
 	})
 	if !started {
 		h.opening.Store(false)
@@ -116,22 +116,22 @@ func (p *Pool) keepStandbyReady(h *hostPool) {
 // standbyShort reports whether host h has fewer connections ready for
 // its promotion than readyWanted, or has not prepared every waiting
 // call's statement on them.
-func (p *Pool) standbyShort(h *hostPool) bool {
-	v := p.waitingSQL.version.Load()
-	return p.readyWanted(h) > int(h.readied.Load()) || (statementCount(v) > 0 && h.prepared.Load() != v)
+func (s *Set) standbyShort(h *Host) bool {
+	v := s.waits.sql.version.Load()
+	return s.readyWanted(h) > int(h.readied.Load()) || (statementCount(v) > 0 && h.prepared.Load() != v)
 }
 
 // prepareWaiting prepares on conn, opened on host h ahead of its
 // promotion, the statements of the list at version that it has not
 // prepared yet. It stops when h no longer awaits a promotion (the calls
 // need the connection then) or the connection fails.
-func (p *Pool) prepareWaiting(ctx context.Context, h *hostPool, conn *pgconn.PgConn, version uint64, stmts []string) {
-	st := stateOf(conn)
+func (s *Set) prepareWaiting(ctx context.Context, h *Host, conn *pgconn.PgConn, version uint64, stmts []string) {
+	st := StateOf(conn)
 	from := 0
 	if sameList(st.prepared, version) {
 		from = statementCount(st.prepared)
 	}
-	for i := from; i < len(stmts) && p.promotable(h); i++ {
+	for i := from; i < len(stmts) && s.promotable(h); i++ {
 		if _, err := conn.Prepare(ctx, "", stmts[i], nil); err != nil {
 			if _, ok := errors.AsType[*pgconn.PgError](err); !ok {
 				return // the connection failed, or the opening ran out of time
@@ -144,8 +144,8 @@ func (p *Pool) prepareWaiting(ctx context.Context, h *hostPool, conn *pgconn.PgC
 // readyWanted is how many connections keepStandbyReady keeps open on h:
 // one per call waiting on a calls pool, up to failover_ready_conns and
 // pool_max_conns.
-func (p *Pool) readyWanted(h *hostPool) int {
-	return min(int(p.waitingOnCalls.Load()), p.cfg.ReadyConns, int(h.pool.Stat().MaxConns()))
+func (s *Set) readyWanted(h *Host) int {
+	return min(int(s.waits.onCalls.Load()), s.cfg.ReadyConns, int(h.Calls.Stat().MaxConns()))
 }
 
 // readyForPromotion has the likeliest replica to be promoted keep a
@@ -154,23 +154,23 @@ func (p *Pool) readyWanted(h *hostPool) int {
 // calls fail one after the other when a primary dies, and the probe of a
 // standby spends most of a wait inside a watch, so the count its last
 // probe saw is soon short.
-func (p *Pool) readyForPromotion() {
-	if h := p.likeliestPromotion(); h != nil {
-		p.keepStandbyReady(h)
+func (s *Set) readyForPromotion() {
+	if h := s.likeliestPromotion(); h != nil {
+		s.keepStandbyReady(h)
 	}
 }
 
-// waitsOver is called by each call that waited, when it ends: once no
+// WaitsOver is called by each call that waited, when it ends: once no
 // call waits any more, the connections opened ahead of a promotion that
 // did not come are closed (dropUnusedStandby) at once, not at their
 // host's next probe, which can be health_probe_interval away.
-func (p *Pool) waitsOver() {
-	if p.waiting.Load() > 0 {
+func (s *Set) WaitsOver() {
+	if s.waits.count.Load() > 0 {
 		return
 	}
-	for _, hr := range p.state.Routes().Hosts {
+	for _, hr := range s.state.Routes().Hosts {
 		if hr.Pool != nil {
-			p.dropUnusedStandby(hr.Pool)
+			s.dropUnusedStandby(hr.Pool)
 		}
 	}
 }
@@ -180,15 +180,15 @@ func (p *Pool) waitsOver() {
 // there are closed. The pool's acquire check refuses them (standbyUsable),
 // so acquiring every idle connection once closes them, with any other that
 // the server has closed meanwhile.
-func (p *Pool) dropUnusedStandby(h *hostPool) {
-	if h.readied.Load() == 0 || p.waiting.Load() > 0 || h.opening.Load() {
+func (s *Set) dropUnusedStandby(h *Host) {
+	if h.readied.Load() == 0 || s.waits.count.Load() > 0 || h.opening.Load() {
 		return
 	}
 	h.readied.Store(0)
-	if p.canTake(h, p.cfg.Target) {
+	if s.CanTake(h, s.cfg.Target) {
 		return // promoted: the connections are the calls'
 	}
-	for _, c := range h.pool.AcquireAllIdle(p.life) {
+	for _, c := range h.Calls.AcquireAllIdle(s.cfg.Life) {
 		c.Release()
 	}
 }
@@ -198,12 +198,12 @@ func (p *Pool) dropUnusedStandby(h *hostPool) {
 // has replayed the most WAL (the first in the table on a tie); nil when
 // there is none, or when a promotion would not make a replica usable for
 // the Pool's target (awaitsPromotion).
-func (p *Pool) likeliestPromotion() *hostPool {
-	if !p.awaitsPromotion() {
+func (s *Set) likeliestPromotion() *Host {
+	if !s.awaitsPromotion() {
 		return nil
 	}
-	rs := p.state.Routes()
-	var best *hostPool
+	rs := s.state.Routes()
+	var best *Host
 	var bestClaimed bool
 	var bestWAL uint64
 	for i, hr := range rs.Hosts {

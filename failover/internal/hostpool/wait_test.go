@@ -1,4 +1,4 @@
-package failover
+package hostpool
 
 import (
 	"fmt"

@@ -1,0 +1,165 @@
+package hostpool
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
+	"github.com/pgfailover/pgfailover/internal/probe"
+	"github.com/pgfailover/pgfailover/internal/telemetry"
+	"github.com/pgfailover/pgfailover/replica"
+)
+
+// ProbeResult is what one probe of a host found, with the host's epoch
+// when the probe began (hoststate.Owner.Epoch).
+type ProbeResult struct {
+	probe.Result
+	since uint64
+}
+
+// ProbeOnce runs one probe of host h. Its result carries the host's epoch
+// as the probe began, so that an answer that arrives after a newer failure
+// is not taken for news (Probed).
+func (s *Set) ProbeOnce(ctx context.Context, h *Host, watch probe.Watch) ProbeResult {
+	since := s.state.Epoch(h.Addr)
+	h.Probes.Add(1)
+	return ProbeResult{Result: h.Probe.Run(ctx, s.cfg.Clock.Now, s.cfg.ProbeConnectTimeout, s.cfg.ProbeTimeout, watch), since: since}
+}
+
+// Probed records a probe's outcome on host h. An answer to a probe that
+// began before the host's latest failure says nothing of the host now (a
+// server shutting down can answer a question it was already asked): host
+// state drops it, and the next probe asks again.
+func (s *Set) Probed(h *Host, r ProbeResult) {
+	s.cfg.Telemetry.Probed(h.Server, r.Err)
+	// The Reader's pins read the primary's samples: one is kept before the
+	// routes that may make its host the primary are published, and only
+	// from an answer that host state takes.
+	if r.Err == nil && r.Role == hosthealth.RolePrimary && !s.state.Stale(h.Addr, r.since) {
+		s.cfg.PrimarySample(h.Addr, replica.Sample{LSN: r.WAL, At: r.Asked})
+	}
+	res := s.Observe(h, hoststate.Observation{Kind: hoststate.Probed, Probe: r.Result, Since: r.since})
+	if res.Dropped {
+		return
+	}
+	if r.Err == nil {
+		h.Socks.Up()
+		return
+	}
+	if hosthealth.Unanswered(r.Err) {
+		// Nothing in flight there will be answered either.
+		h.Socks.Kill()
+		if res.Before.State <= hosthealth.Unknown {
+			// The pools let go of the connections just cut, so that
+			// none is counted again when it is next acquired.
+			s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedSilentHost, h.OpenConns())
+			h.Calls.Reset()
+			h.Reads.Reset()
+		}
+	}
+	if hosthealth.Classify(r.Err) != hosthealth.NotFailover {
+		s.cfg.Failed(h.Addr, r.Err)
+	}
+	if res.After.State != res.Before.State {
+		s.cfg.Log.WarnHost(h.Addr, "pgfailover: probe failed", slog.String("error", r.Err.Error()))
+		if res.After.State > hosthealth.Unknown {
+			s.cfg.Refresh() // a host went down: the cluster may have moved
+		}
+	}
+}
+
+// StartProbe starts h's probe loop (probe.Loop): every
+// health_probe_interval while no call waits, faster while calls wait for a
+// usable host, with a backoff of its own while the host cannot be
+// reached, and at once when the topology source names it the new primary
+// (see HintPrimary). The loop ends, and closes its connection, when the
+// Set's life ends or h is retired. Called with the Pool's host-set lock
+// held.
+func (s *Set) StartProbe(h *Host) {
+	ctx, stop := context.WithCancel(s.cfg.Life)
+	h.stopProbe = stop
+	loop := probe.Loop{
+		Schedule: s.cfg.Schedule,
+		Clock:    s.cfg.Clock,
+		Hint:     h.hint,
+		Host:     probeHost{s, h},
+	}
+	s.cfg.Go(func() {
+		defer close(h.probeDone)
+		defer h.Probe.Close()
+		loop.Run(ctx)
+	})
+}
+
+// probeHost is what host h's probe loop needs of the Set.
+type probeHost struct {
+	s *Set
+	h *Host
+}
+
+func (ph probeHost) Wake() <-chan struct{} { return ph.s.waits.woken() }
+func (ph probeHost) Wait() probe.Wait      { return ph.s.waits.state() }
+func (ph probeHost) ClaimedPrimary() bool  { return ph.s.claimedPrimary(ph.h.Addr) }
+func (ph probeHost) Watchable() bool       { return ph.s.watchable(ph.h) }
+
+// Probe runs one probe of the host and records it. While calls wait for a
+// primary, connections are readied on the likeliest standby first
+// (standby.go).
+func (ph probeHost) Probe(ctx context.Context, plan probe.Watch, waiting bool) error {
+	s, h := ph.s, ph.h
+	if waiting {
+		s.readyForPromotion()
+	}
+	r := s.ProbeOnce(ctx, h, plan)
+	s.Probed(h, r)
+	s.dropUnusedStandby(h)
+	return r.Err
+}
+
+// promotable reports whether host h is a replica, last seen read-only,
+// whose promotion would make it usable for the Set's target (primary,
+// read-write).
+func (s *Set) promotable(h *Host) bool {
+	if !s.awaitsPromotion() {
+		return false
+	}
+	st, ok := s.state.Routes().Status(h.Addr)
+	return ok && st.Role == hosthealth.RoleReplica
+}
+
+// awaitsPromotion reports whether the Set's target takes a primary and
+// not a replica (primary, read-write): the targets for which a replica
+// becomes usable by being promoted.
+func (s *Set) awaitsPromotion() bool {
+	t := s.cfg.Target
+	return t.Accepts(hosthealth.RolePrimary) && !t.Accepts(hosthealth.RoleReplica)
+}
+
+// watchable reports whether host h is promotable and its probe connection
+// can watch for the promotion.
+func (s *Set) watchable(h *Host) bool {
+	return !h.Probe.Unwatched() && s.promotable(h)
+}
+
+// HintPrimary tells h's probe loop that the topology source now names it
+// the primary, so that it probes the host at once (see
+// probe.Schedule.Hinted). A hint already pending is enough, and a host
+// whose loop has not started is probed when it starts. Called with the
+// Pool's host-set lock held.
+func (s *Set) HintPrimary(h *Host) {
+	if h.stopProbe == nil {
+		return
+	}
+	select {
+	case h.hint <- struct{}{}:
+	default:
+	}
+}
+
+// claimedPrimary reports whether a topology source claims the host at
+// addr is the primary.
+func (s *Set) claimedPrimary(addr string) bool {
+	st, ok := s.state.Routes().Status(addr)
+	return ok && st.Claimed == hosthealth.RolePrimary
+}
