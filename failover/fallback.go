@@ -15,14 +15,14 @@ import (
 
 var (
 	_ steerer           = localFirst{}
-	_ patroni.Connector = fallbackHosts{}
+	_ patroni.Connector = (*hostpool.Set)(nil)
 )
 
 // localFirst is the local-first fallback (fallback_local) as the Pool's
 // steerer: the connection string's first host is the local server and
 // takes the Pool's calls; when it fails, calls go to a fallback host found
 // by racing the cluster's synchronous standbys, then the other members.
-// patroni.LocalFirst runs it; fallbackHosts lends it the Pool's hosts.
+// patroni.LocalFirst runs it, on the Pool's hosts (hostpool.Set).
 type localFirst struct{ lf *patroni.LocalFirst }
 
 func newLocalFirst(p *Pool) (localFirst, error) {
@@ -42,7 +42,7 @@ func newLocalFirst(p *Pool) (localFirst, error) {
 	}
 	lf, err := patroni.NewLocalFirst(patroni.LocalFirstConfig{
 		Fallback:   fb,
-		Connector:  fallbackHosts{p},
+		Connector:  p.hosts,
 		Life:       p.life,
 		Go:         p.bg.Go,
 		Clock:      p.clock,
@@ -59,30 +59,4 @@ func (s localFirst) members(members []topology.Member)             { s.lf.SetMem
 func (s localFirst) budget(configured time.Duration) time.Duration { return s.lf.Budget(configured) }
 func (s localFirst) register(metric.Meter) (metric.Registration, error) {
 	return s.lf.Register() // on the Pool's meter, given at construction
-}
-
-// fallbackHosts is the Pool as patroni.LocalFirst sees it: hosts to
-// connect to by address.
-type fallbackHosts struct{ p *Pool }
-
-func (f fallbackHosts) Connect(ctx context.Context, addr string, timeout time.Duration) error {
-	h := f.p.state.Routes().Table.ByAddr[addr]
-	if h == nil { // left the Pool since the round looked
-		return &HostError{Addr: addr, Err: hostpool.ErrHostNotUsable}
-	}
-	return f.p.hosts.TryConnect(ctx, h, timeout)
-}
-
-func (f fallbackHosts) Cut(addr string) {
-	if h := f.p.state.Routes().Table.ByAddr[addr]; h != nil {
-		f.p.telemetry.Closed(h.Server, telemetry.ClosedFallbackLifetime, int(h.Calls.Stat().TotalConns()))
-		h.Calls.Reset()
-	}
-}
-
-func (f fallbackHosts) Attrs(addr string) ([]attribute.KeyValue, bool) {
-	if h := f.p.state.Routes().Table.ByAddr[addr]; h != nil {
-		return h.Server.Attributes(), true
-	}
-	return nil, false
 }

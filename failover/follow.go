@@ -2,27 +2,14 @@ package failover
 
 import (
 	"context"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgfailover/pgfailover/failover/internal/follow"
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
-
-// follower is the *pgxpool.Pool that PgxPool returns, and what it needs to
-// be reset when a host its connections go to is demoted.
-type follower struct {
-	pool *pgxpool.Pool
-
-	// mu guards hosts. No I/O while held (Reset only marks connections;
-	// it closes idle ones in the background).
-	mu sync.Mutex
-	// hosts are the addresses the pool has connected to since its last
-	// Reset: the hosts some of its connections may still point at.
-	hosts map[string]bool
-}
 
 // PgxPool returns a genuine *pgxpool.Pool whose new connections go to the
 // best host for the Pool's target (the current primary, for the default
@@ -71,72 +58,82 @@ type follower struct {
 // closed pool.
 func (p *Pool) PgxPool() *pgxpool.Pool {
 	if f := p.follow.Load(); f != nil {
-		return f.pool
+		return f.PgxPool
 	}
 	p.followMu.Lock()
 	defer p.followMu.Unlock()
 	if f := p.follow.Load(); f != nil {
-		return f.pool
+		return f.PgxPool
 	}
-	f := p.newFollower(following{startCall: p.startCall, target: p.cfg.Target, ok: p.followerUsable})
+	f := p.newFollower(p.startCall, p.cfg.Target, false, p.followerUsable)
 	p.follow.Store(f)
 	if p.closed.Load() {
 		// Close may have looked for it before it existed.
-		f.pool.Close()
+		f.PgxPool.Close()
 	}
-	return f.pool
+	return f.PgxPool
 }
 
 // follower returns PgxPool's pool, nil if it was never asked for.
-func (p *Pool) follower() *follower { return p.follow.Load() }
+func (p *Pool) follower() *follow.Pool { return p.follow.Load() }
 
-// following says where a following pool's connections go: startCall sets
-// up the call that chooses the host of a new connection (the Pool's, or the
-// Reader's), target is the roles its server may be in, and ok decides
-// whether an idle connection may be handed out.
-type following struct {
-	startCall func(*call, context.Context)
-	target    hosthealth.Target
-	ok        func(*pgx.Conn) bool
-	readOnly  bool // every session is read-only (default_transaction_read_only)
-}
-
-// newFollower builds a pool whose connections follow rt. Called with
-// followMu held; creating a pgxpool connects nothing (pool_min_conns
-// connects in the background).
-func (p *Pool) newFollower(rt following) *follower {
-	f := &follower{hosts: make(map[string]bool)}
-	cfg := p.cfg.Config.Copy()
-	cfg.ConnConfig.ValidateConnect = nil // set for each connection below
-	if rt.readOnly {
-		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
-	}
-	userBeforeConnect := cfg.BeforeConnect
-	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		// ctx carries the acquiring caller's values; pgxpool ends it only
-		// when the pool closes, so the waits are bounded by the budget.
-		// cc is this connection's own copy of the config: the chain points
-		// it at the chosen host, and at the others should that one refuse.
-		var c call
-		rt.startCall(&c, ctx)
-		c.connect = true
-		if err := p.newConnectChain(&c, rt.target, f, cc); err != nil {
-			return err
-		}
-		if userBeforeConnect != nil {
-			return userBeforeConnect(ctx, cc)
-		}
-		return nil
-	}
-	pool, err := p.hosts.NewPgxPool(cfg, rt.ok)
+// newFollower builds a pool whose connections go to hosts in a role
+// target accepts, each connect walked by a call that startCall sets up
+// (the Pool's, or the Reader's); ok decides whether an idle connection
+// may be handed out. Called with followMu held; creating a pgxpool
+// connects nothing (pool_min_conns connects in the background).
+func (p *Pool) newFollower(startCall func(*call, context.Context), target hosthealth.Target, readOnly bool, ok func(*pgx.Conn) bool) *follow.Pool {
+	f, err := follow.New(follow.Config{
+		Set:      p.hosts,
+		Base:     p.cfg.Config,
+		Target:   target,
+		ReadOnly: readOnly,
+		Rounds:   p.cfg.MaxAttempts,
+		OK:       ok,
+		Start: func(ctx context.Context) follow.Walk {
+			// ctx carries the acquiring caller's values; pgxpool ends it
+			// only when the pool closes, so the waits are bounded by the
+			// budget.
+			w := &connectWalk{}
+			startCall(&w.c, ctx)
+			w.c.connect = true
+			return w
+		},
+	})
 	if err != nil {
 		// pgxpool refuses only settings it checked already when each
 		// host's pool was built from the same Config in NewWithConfig,
 		// and PgxPool, like pgxpool's own accessors, returns no error.
 		panic("pgfailover: PgxPool: " + err.Error())
 	}
-	f.pool = pool
 	return f
+}
+
+// connectWalk is the call that walks one connect of a following pool
+// over the hosts (follow.Walk): the same choice of host, backoff and
+// budget as the Pool's own calls.
+type connectWalk struct{ c call }
+
+func (w *connectWalk) Pick() (*hostpool.Host, error) { return w.c.pick() }
+func (w *connectWalk) Connected()                    { w.c.finish(nil) } // ends the episode, if the connect had one
+
+// Failed marks h as the Pool's calls mark a host, and holds it back for
+// a backoff; the connect ends with ErrBudgetExhausted once
+// failover_max_attempts or failover_max_duration is spent.
+func (w *connectWalk) Failed(h *hostpool.Host, err *follow.ConnectError) error {
+	c := &w.c
+	class := hosthealth.Transport
+	if err.Reached {
+		class = hosthealth.Transient
+	}
+	c.host = h
+	c.p.markFailed(h, class, err)
+	c.record(class, err)
+	c.holdBack()
+	if c.events().attempts >= c.p.cfg.MaxAttempts || !c.timeLeft() {
+		return c.giveUp(ErrBudgetExhausted, nil)
+	}
+	return nil
 }
 
 // followerUsable reports whether an idle connection of PgxPool's may be
@@ -148,29 +145,6 @@ func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	h := st.Host
 	rs := p.state.Routes()
 	return h != nil && rs.Holds(h.Addr, h) && p.hosts.Usable(h, pc, st) && rs.Usable(h.Addr, p.cfg.Target)
-}
-
-// connected records that the pool has a connection to addr.
-func (f *follower) connected(addr string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.hosts[addr] = true
-}
-
-// demoted resets the pool when it may hold connections to addr, a host
-// just found in a role the target does not accept. A nil follower (PgxPool
-// never called) does nothing.
-func (f *follower) demoted(addr string) {
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.hosts[addr] {
-		return
-	}
-	clear(f.hosts)
-	f.pool.Reset()
 }
 
 // AcquireAllIdle acquires every idle connection of every host's pool, as

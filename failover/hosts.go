@@ -38,7 +38,7 @@ func (p *Pool) newHostSet() *hostpool.Set {
 		ProbeTimeout:        p.cfg.HealthProbeTimeout,
 		Schedule:            probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Rand: rand.Int64N},
 		ReadyConns:          p.cfg.ReadyConns,
-		Demoted:             func(addr string) { p.follower().demoted(addr) },
+		Demoted:             func(addr string) { p.follower().Demoted(addr) },
 		Failed:              func(addr string, err error) { p.steer.failed(addr, err) },
 		Refresh:             p.refreshTopology,
 		PrimarySample: func(addr string, s replica.Sample) {

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/pgfailover/pgfailover/failover/internal/follow"
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
@@ -74,7 +74,7 @@ type Pool struct {
 
 	// follow is PgxPool's pool, nil until first asked for. followMu
 	// serializes its creation. No I/O while held.
-	follow   atomic.Pointer[follower]
+	follow   atomic.Pointer[follow.Pool]
 	followMu sync.Mutex
 
 	closed    atomic.Bool
@@ -195,11 +195,6 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	return p, nil
 }
 
-// closeGrace is how long Close lets pgconn's cancel requests and the
-// draining of given-up connections run before it cuts them (see
-// netconn.Sockets). On a host that answers they take milliseconds.
-const closeGrace = time.Second
-
 // Close stops the background probes and the topology watch, and closes
 // every host's pool and PgxPool's pool. It waits for connections in use to
 // be released, like pgxpool.Pool.Close, except on a host the Pool knows
@@ -224,31 +219,13 @@ func (p *Pool) Close() {
 		p.topoMu.Lock() // no host is added once closed is set and this is held
 		hosts := p.state.Routes().Table.List
 		p.topoMu.Unlock()
-		for _, h := range hosts {
-			h.Socks.KillIfDown()
-		}
-		var pools sync.WaitGroup
-		for _, h := range hosts {
-			pools.Go(h.Close)
-		}
-		if f != nil {
-			pools.Go(f.pool.Close)
-		}
-		if rf != nil {
-			pools.Go(rf.pool.Close)
-		}
-		closed := make(chan struct{})
-		go func() { pools.Wait(); close(closed) }()
-		t := p.clock.NewTimer(closeGrace)
-		select {
-		case <-closed:
-		case <-t.C():
-			for _, h := range hosts {
-				h.Socks.Abandon()
+		var following []*pgxpool.Pool
+		for _, f := range []*follow.Pool{f, rf} {
+			if f != nil {
+				following = append(following, f.PgxPool)
 			}
 		}
-		t.Stop()
-		<-closed
+		p.hosts.Close(hosts, following...)
 		p.bg.Wait()
 		if p.patroniClient != nil {
 			p.patroniClient.CloseIdleConnections()
@@ -269,11 +246,11 @@ func (p *Pool) Reset() {
 		h.Reads.Reset()
 	}
 	if f := p.follower(); f != nil {
-		f.pool.Reset()
+		f.PgxPool.Reset()
 	}
 	if r := p.reader; r != nil {
 		if f := r.follow.Load(); f != nil {
-			f.pool.Reset()
+			f.PgxPool.Reset()
 		}
 	}
 }

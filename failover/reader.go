@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgfailover/pgfailover/failover/internal/follow"
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
@@ -109,9 +110,9 @@ import (
 type Reader struct {
 	p       *Pool
 	router  replica.Router
-	wait    time.Duration            // replica_wait
-	sampler replica.Sampler          // the primary's newest sample, and the request for one in flight
-	follow  atomic.Pointer[follower] // PgxPool's pool, nil until first asked for; built under Pool.followMu
+	wait    time.Duration               // replica_wait
+	sampler replica.Sampler             // the primary's newest sample, and the request for one in flight
+	follow  atomic.Pointer[follow.Pool] // PgxPool's pool, nil until first asked for; built under Pool.followMu
 }
 
 // Reader returns the Pool's Reader. Until it is first called, the Pool
@@ -441,20 +442,20 @@ func (r *Reader) replayPosition(ctx context.Context, h *hostpool.Host, conn *pgx
 // It is built on first use; Pool.Close closes it.
 func (r *Reader) PgxPool() *pgxpool.Pool {
 	if f := r.follow.Load(); f != nil {
-		return f.pool
+		return f.PgxPool
 	}
 	p := r.p
 	p.followMu.Lock()
 	defer p.followMu.Unlock()
 	if f := r.follow.Load(); f != nil {
-		return f.pool
+		return f.PgxPool
 	}
-	f := p.newFollower(following{startCall: r.startReadCall, target: hosthealth.TargetAny, ok: r.connUsable, readOnly: true})
+	f := p.newFollower(r.startReadCall, hosthealth.TargetAny, true, r.connUsable)
 	r.follow.Store(f)
 	if p.closed.Load() {
-		f.pool.Close() // Close may have looked for it before it existed
+		f.PgxPool.Close() // Close may have looked for it before it existed
 	}
-	return f.pool
+	return f.PgxPool
 }
 
 // connUsable reports whether an idle connection of PgxPool's may be

@@ -44,9 +44,9 @@ func (p *Pool) observeHosts(ob *telemetry.Observation) {
 		ob.Hosts = append(ob.Hosts, v)
 	}
 	if f := p.follower(); f != nil {
-		ob.PgxPool = f.pool.Stat()
+		ob.PgxPool = f.PgxPool.Stat()
 	}
 	if f := p.reader.follow.Load(); f != nil {
-		ob.ReaderPgxPool = f.pool.Stat()
+		ob.ReaderPgxPool = f.PgxPool.Stat()
 	}
 }

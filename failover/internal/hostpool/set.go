@@ -2,7 +2,12 @@ package hostpool
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
@@ -124,6 +129,14 @@ func (s *Set) firstRanked() string {
 	return ""
 }
 
+// Hosts is the published host table's hosts, in order.
+func (s *Set) Hosts() []*Host { return s.state.Routes().Table.List }
+
+// Epoch is the host at addr's epoch now (hoststate.Owner.Epoch): a
+// connect or probe that begins reads it, and an answer it brings back is
+// dropped if the host failed since.
+func (s *Set) Epoch(addr string) uint64 { return s.state.Epoch(addr) }
+
 // Retire drains host h, which the published table no longer holds: its
 // probe loop ends, then, in the background, its calls in flight finish
 // and its pools close; the Pool's Close waits for that.
@@ -139,4 +152,70 @@ func (s *Set) Retire(h *Host) {
 		s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedRemoved, h.OpenConns())
 		h.Close() // waits for the connections in use to come back
 	})
+}
+
+// closeGrace is how long Close lets pgconn's cancel requests and the
+// draining of given-up connections run before it cuts them (see
+// netconn.Sockets). On a host that answers they take milliseconds.
+const closeGrace = time.Second
+
+// Close closes the pools of hosts and the following pools, in parallel,
+// each waiting for its connections in use to be released, like
+// pgxpool.Pool.Close, except on a host host state knows does not answer:
+// statements in flight there are cut at once. Cancel requests and
+// connections pgconn has given up on are waited for closeGrace at most,
+// then cut, so a blackholed host does not hold Close for pgconn's 15 s.
+func (s *Set) Close(hosts []*Host, following ...*pgxpool.Pool) {
+	for _, h := range hosts {
+		h.Socks.KillIfDown()
+	}
+	var pools sync.WaitGroup
+	for _, h := range hosts {
+		pools.Go(h.Close)
+	}
+	for _, f := range following {
+		pools.Go(f.Close)
+	}
+	closed := make(chan struct{})
+	go func() { pools.Wait(); close(closed) }()
+	t := s.cfg.Clock.NewTimer(closeGrace)
+	select {
+	case <-closed:
+	case <-t.C():
+		for _, h := range hosts {
+			h.Socks.Abandon()
+		}
+	}
+	t.Stop()
+	<-closed
+}
+
+// Connect opens one connection to the host at addr, within timeout,
+// checks the server's role against the Set's target (recording it), and
+// closes it (TryConnect). With Cut and Attrs, it makes the Set the
+// hosts patroni.LocalFirst connects to.
+func (s *Set) Connect(ctx context.Context, addr string, timeout time.Duration) error {
+	h := s.state.Routes().Table.ByAddr[addr]
+	if h == nil { // left the Pool since the round looked
+		return fmt.Errorf("%s: %w", addr, ErrHostNotUsable)
+	}
+	return s.TryConnect(ctx, h, timeout)
+}
+
+// Cut closes the connections of the calls pool of the host at addr:
+// the local-first fallback's lifetime on that host ran out.
+func (s *Set) Cut(addr string) {
+	if h := s.state.Routes().Table.ByAddr[addr]; h != nil {
+		s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedFallbackLifetime, int(h.Calls.Stat().TotalConns()))
+		h.Calls.Reset()
+	}
+}
+
+// Attrs returns the attributes of the host at addr on metric points,
+// false when the Set has no such host.
+func (s *Set) Attrs(addr string) ([]attribute.KeyValue, bool) {
+	if h := s.state.Routes().Table.ByAddr[addr]; h != nil {
+		return h.Server.Attributes(), true
+	}
+	return nil, false
 }

@@ -1,4 +1,4 @@
-package failover
+package follow
 
 import (
 	"context"
@@ -15,15 +15,14 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
-// connectChain makes one new connection of a following pool (PgxPool's,
-// or the Reader's PgxPool's) go on to another host when the host chosen
-// for it refuses it before the session is ready: the dial fails, the
-// server says it is starting up or shutting down (57P03) or has too many
-// clients, or it is in a role the pool's target refuses. Nothing of the
-// caller's has run then, so the connect may move on, as the Pool's own
-// calls do: to the next usable host at once, to the same host after a
-// backoff, waiting while none can take it, within failover_max_attempts,
-// failover_max_duration and the caller's context.
+// connectChain makes one new connection of a following pool go on to
+// another host when the host chosen for it refuses it before the session
+// is ready: the dial fails, the server says it is starting up or shutting
+// down (57P03) or has too many clients, or it is in a role the pool's
+// target refuses. Nothing of the caller's has run then, so the connect
+// may move on, as the Pool's own calls do: its Walk chooses the next
+// usable host at once, the same host after a backoff, or waits while none
+// can take it, and ends the chain when its budget is spent.
 //
 // pgxpool gives no hook that could try a connect again, so the chain uses
 // pgconn's own: its list of fallback attempts, dialled in order until one
@@ -48,8 +47,8 @@ import (
 // A host on a unix socket is tried only as the chosen host, first: its
 // path cannot be marked.
 type connectChain struct {
-	p      *Pool
-	call   *call
+	set    *hostpool.Set
+	walk   Walk
 	target hosthealth.Target
 	dial   pgconn.DialFunc   // the configured dialer
 	lookup pgconn.LookupFunc // the configured resolver
@@ -84,33 +83,33 @@ func (e *errPassedOver) Error() string {
 	return "pgfailover: " + e.addr + " passed over: another host was chosen for this connection"
 }
 
-// errConnectFailed stands for an attempt that gave no session: its dial
-// failed, or (reached) its server ended the session before it was ready.
+// ConnectError stands for an attempt that gave no session: its dial
+// failed, or (Reached) its server ended the session before it was ready.
 // The server's own error is among the connect error's causes.
-type errConnectFailed struct {
-	addr    string
-	reached bool
+type ConnectError struct {
+	Addr    string
+	Reached bool
 }
 
-func (e *errConnectFailed) Error() string {
-	if e.reached {
-		return "pgfailover: " + e.addr + " refused the new connection"
+func (e *ConnectError) Error() string {
+	if e.Reached {
+		return "pgfailover: " + e.Addr + " refused the new connection"
 	}
-	return "pgfailover: " + e.addr + " could not be reached for the new connection"
+	return "pgfailover: " + e.Addr + " could not be reached for the new connection"
 }
 
 // errChainEnded is what the entries after the one that gave up return.
 var errChainEnded = errors.New("pgfailover: connect given up")
 
-// newConnectChain starts the chain for one connection through c: the
-// first host is chosen at once (waiting while none can take it), and cc
-// is pointed at the chain's entries. f records the hosts connected to.
-func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, cc *pgx.ConnConfig) error {
-	h, err := c.pick()
+// newConnectChain starts the chain for one connection of f, walked by w:
+// the first host is chosen at once (waiting while none can take it), and
+// cc is pointed at the chain's entries, rounds rounds of every host's.
+func (f *Pool) newConnectChain(w Walk, cc *pgx.ConnConfig) error {
+	h, err := w.Pick()
 	if err != nil {
 		return err
 	}
-	ch := &connectChain{p: p, call: c, target: target, dial: cc.DialFunc, lookup: cc.LookupFunc, current: h, round: -1}
+	ch := &connectChain{set: f.set, walk: w, target: f.target, dial: cc.DialFunc, lookup: cc.LookupFunc, current: h, round: -1}
 	if ch.dial == nil {
 		var d net.Dialer
 		ch.dial = d.DialContext
@@ -120,8 +119,8 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 	}
 	ch.addEntries(h, 0)
 	ch.firstSocket.Store(isSocket(ch.entries[0].variant))
-	hosts := p.state.Routes().Table.List
-	for round := 1; round <= p.cfg.MaxAttempts; round++ {
+	hosts := f.set.Hosts()
+	for round := 1; round <= f.rounds; round++ {
 		for _, k := range hosts {
 			if !isSocket(&pgconn.FallbackConfig{Host: k.Dial.Host, Port: k.Dial.Port}) {
 				ch.addEntries(k, round)
@@ -130,10 +129,10 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 	}
 
 	first := ch.entries[0].variant
-	cc.Host, cc.Port, cc.TLSConfig = first.Host, first.Port, cloneTLS(first.TLSConfig)
+	cc.Host, cc.Port, cc.TLSConfig = first.Host, first.Port, hostpool.CloneTLS(first.TLSConfig)
 	cc.Fallbacks = nil
 	for _, e := range ch.entries[1:] {
-		cc.Fallbacks = append(cc.Fallbacks, copyFallback(e.variant))
+		cc.Fallbacks = append(cc.Fallbacks, hostpool.CopyFallback(e.variant))
 	}
 	cc.LookupFunc = ch.lookupFunc
 	cc.DialFunc = ch.dialFunc
@@ -144,7 +143,7 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 			// gave pgconn other addresses): the host is unknown.
 			return errors.New("pgfailover: a new connection reached a server outside the Pool's hosts")
 		}
-		if err := p.hosts.CheckRole(ctx, h, conn, target, ch.since); err != nil {
+		if err := f.set.CheckRole(ctx, h, conn, f.target, ch.since); err != nil {
 			// pgconn closes the session and the chain goes on. A wrong
 			// role was recorded by CheckRole, and a login older than the
 			// host's latest failure found the host marked already: neither
@@ -155,7 +154,7 @@ func (p *Pool) newConnectChain(c *call, target hosthealth.Target, f *follower, c
 		}
 		hostpool.StateOf(conn).Host = h
 		f.connected(h.Addr)
-		ch.call.finish(nil) // ends the episode, if the connect had one
+		w.Connected()
 		return nil
 	}
 	return nil
@@ -219,7 +218,7 @@ func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net
 		}
 	}
 	if ch.current == nil {
-		h, err := ch.call.pick()
+		h, err := ch.walk.Pick()
 		if err != nil {
 			ch.err = err
 			return nil, err
@@ -235,7 +234,7 @@ func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net
 		return nil, &errPassedOver{addr: e.h.Addr}
 	}
 	ch.round = e.round
-	ch.since = ch.p.state.Epoch(e.h.Addr)
+	ch.since = ch.set.Epoch(e.h.Addr)
 	conn, err := ch.dial(ctx, network, addr)
 	if err == nil {
 		ch.reached = true
@@ -243,10 +242,9 @@ func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net
 	return conn, err
 }
 
-// failed settles the attempt on ch.current, which did not give a session:
-// the host is marked as the Pool's calls mark it, and an attempt that
-// counts holds it back for a backoff. It returns the error that ends the
-// chain when the budget is spent.
+// failed settles the attempt on ch.current, which did not give a session,
+// with the walk (Walk.Failed). It returns the error that ends the chain
+// when the walk's budget is spent.
 func (ch *connectChain) failed() error {
 	h := ch.current
 	ch.current = nil
@@ -257,19 +255,7 @@ func (ch *connectChain) failed() error {
 		// it has it, and a wrong role costs no attempt.
 		return nil
 	}
-	class, err := hosthealth.Transport, error(&errConnectFailed{addr: h.Addr, reached: reached})
-	if reached {
-		class = hosthealth.Transient
-	}
-	c := ch.call
-	c.host = h
-	c.p.markFailed(h, class, err)
-	c.record(class, err)
-	c.holdBack()
-	if c.events().attempts >= c.p.cfg.MaxAttempts || !c.timeLeft() {
-		return c.giveUp(ErrBudgetExhausted, nil)
-	}
-	return nil
+	return ch.walk.Failed(h, &ConnectError{Addr: h.Addr, Reached: reached})
 }
 
 // isSocket reports whether v is dialled on a unix socket.
