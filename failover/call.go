@@ -27,7 +27,7 @@ var errRetry = errors.New("pgfailover: retry")
 // that meets none is small to copy.
 //
 // Each attempt goes to the best usable host for the target: one whose state
-// is Healthy or Unknown in the current routing state (routes.go). A host
+// is Healthy or Unknown in the current routing state (the Pool's routes). A host
 // that fails is marked, and the routing state rebuilt, before the next
 // pick, so the next pick passes it over. When no host is usable (every one
 // refusing, unreachable or in the wrong role) the call waits for the
@@ -63,7 +63,7 @@ type call struct {
 	verify bool           // check that the replica picked has replayed after
 
 	// connect: the host of a long-lived connection is being chosen
-	// (connectChain), so no pin after writes.
+	// (package follow), so no pin after writes.
 	connect     bool
 	settledOnce bool // the call's outcome has been decided and counted
 	episode     bool // a failover episode is under way: the call met a failure or waited

@@ -140,7 +140,7 @@ func (p *Pool) takeReader() {
 
 // next is the Reader's picker: the replica whose turn it is, else the
 // primary. It records where the read went on the call.
-// Its candidates are the routes' replicas (routes.go).
+// Its candidates are the routes' replicas (hoststate.Routes.Replicas).
 func (r *Reader) next(rs *routes, c *call) (*hostpool.Host, bool) {
 	// The pin after a write was turned into a position by pin, before the
 	// call began: nothing here asks for one.
