@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
@@ -23,7 +24,7 @@ import (
 // made is gone with them: no goroutine is left.
 func TestSQLOpenCloseWithConnectionsHeld(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	ignore := goleak.IgnoreCurrent()
 	db, err := sql.Open(stdlib.DriverName, c.ConnString("pool_max_conns=4"))
 	if err != nil {
@@ -78,7 +79,7 @@ func TestSQLOpenCloseWithConnectionsHeld(t *testing.T) {
 // driver.ErrBadConn and db.BeginTx takes another connection and succeeds.
 func TestBeginTxOnTerminatedConnection(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	admin, err := c.Primary().Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestBeginTxOnTerminatedConnection(t *testing.T) {
 // Both ways in, sql.Open and OpenDB, hand out the same type.
 func TestRawReachesThePgxConn(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	sqlOpen, err := sql.Open(stdlib.DriverName, c.ConnString(""))
 	if err != nil {
 		t.Fatal(err)
