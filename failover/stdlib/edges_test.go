@@ -15,7 +15,6 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // TestSQLOpenCloseWithConnectionsHeld: db.Close returns while a *sql.Conn
@@ -221,7 +220,7 @@ func rawReachesThePgxConn(t *testing.T, ctx context.Context, db *sql.DB) {
 // Rows open at once, read in turns, each read their own.
 func TestRowsStayTheirOwn(t *testing.T) {
 	ctx := testContext(t)
-	db := openDB(t, ctx, pgtest.Start(t, pgtest.Options{}).ConnString(""))
+	db := openDB(t, ctx, failovertest.Start(t, failovertest.Replicas(0)).ConnString(""))
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
