@@ -9,8 +9,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/internal/cpubench"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // BenchmarkQueryRowTelemetryCPU compares QueryRow("SELECT 1").Scan through
@@ -23,7 +23,7 @@ import (
 //	benchstat -col /pool tel.txt
 func BenchmarkQueryRowTelemetryCPU(b *testing.B) {
 	ctx := context.Background()
-	c := pgtest.Start(b, pgtest.Options{})
+	c := failovertest.Start(b, failovertest.Replicas(0))
 	dsn := c.Primary().ConnString("pool_max_conns=4")
 	plain, err := failover.New(ctx, dsn)
 	if err != nil {

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/internal/cpubench"
 	"github.com/pgfailover/pgfailover/internal/netconn"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // The happy-path benchmarks run one operation through bare pgxpool and
@@ -42,11 +42,11 @@ type benchPools struct {
 // with pool_max_conns=4.
 func startBench(b *testing.B, replicas bool) benchPools {
 	ctx := context.Background()
-	opts := pgtest.Options{}
+	n := 0
 	if replicas {
-		opts.Replicas = 1
+		n = 1
 	}
-	c := pgtest.Start(b, opts)
+	c := failovertest.Start(b, failovertest.Replicas(n))
 	const params = "pool_max_conns=4"
 	open := func(dsn string) *pgxpool.Pool {
 		p, err := pgxpool.New(ctx, dsn)
@@ -129,7 +129,7 @@ func BenchmarkPgxPoolQueryRowCPU(b *testing.B) {
 // settings rather than the Pool's code.
 func BenchmarkDialerCPU(b *testing.B) {
 	ctx := context.Background()
-	c := pgtest.Start(b, pgtest.Options{})
+	c := failovertest.Start(b, failovertest.Replicas(0))
 	open := func(dial pgconn.DialFunc) *pgxpool.Pool {
 		cfg, err := pgxpool.ParseConfig(c.Primary().ConnString("pool_max_conns=4"))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/internal/faultproxy"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
@@ -24,7 +25,7 @@ func blackhole(p *faultproxy.Proxy) { p.SetBlackhole(true) }
 
 // proxiedPrimary returns the cluster's connection string with the primary
 // reached through a proxy, and that proxy.
-func proxiedPrimary(t *testing.T, c *pgtest.Cluster, params string) (string, *faultproxy.Proxy) {
+func proxiedPrimary(t *testing.T, c *failovertest.Cluster, params string) (string, *faultproxy.Proxy) {
 	t.Helper()
 	proxy := startProxy(t, c.Primary())
 	return strings.Replace(c.ConnString(params), c.Primary().Addr(), proxy.Addr(), 1), proxy
@@ -33,7 +34,7 @@ func proxiedPrimary(t *testing.T, c *pgtest.Cluster, params string) (string, *fa
 func TestCloseWithBlackholedHost(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	before := goleak.IgnoreCurrent()
 	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=2")
 	pool, err := failover.New(ctx, dsn)
@@ -79,9 +80,12 @@ type timedWrite struct {
 func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
+	// The old primary runs on while the standby is promoted: pgtest's
+	// Promote leaves it be, failovertest's tries to make it follow.
 	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
 	old, promoted := c.Primary(), c.Replicas()[0]
-	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=4")
+	proxy := startProxy(t, old)
+	dsn := strings.Replace(c.ConnString("pool_max_conns=4"), old.Addr(), proxy.Addr(), 1)
 	pool, err := failover.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +210,7 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 func TestAcquireWaitOnBlackholedHost(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=1&target=any")
 	pool := newPool(t, ctx, dsn)
 	if err := pool.Ping(ctx); err != nil {

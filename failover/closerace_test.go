@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // errorKind names the typed error err is, or "" when it is none the Pool
@@ -56,7 +56,7 @@ func errorKind(err error) string {
 func TestCloseRacingCallsAndFailover(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	old, replica := c.Primary(), c.Replicas()[0]
 	before := goleak.IgnoreCurrent()
 
@@ -175,7 +175,7 @@ func TestCloseRacingCallsAndFailover(t *testing.T) {
 	// Lose the primary and, while the replica is being promoted, close
 	// the Pool from two goroutines at once.
 	failedOver := make(chan error, 1)
-	go func() { failedOver <- c.Failover(ctx, replica) }()
+	go func() { failedOver <- failoverTo(ctx, c, replica) }()
 	waitUntil(t, 30*time.Second, "the old primary to stop", func() bool { return !old.Running() })
 
 	closing.Store(true)

@@ -10,13 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/internal/faultproxy"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
-// startProxy runs an in-process TCP proxy in front of n until the test
-// ends and returns it.
-func startProxy(t *testing.T, n *pgtest.Node) *faultproxy.Proxy {
+// startProxy runs an in-process TCP proxy in front of the server n until
+// the test ends and returns it.
+func startProxy(t *testing.T, n interface{ Addr() string }) *faultproxy.Proxy {
 	t.Helper()
 	p, err := faultproxy.New(n.Addr())
 	if err != nil {
@@ -29,7 +29,7 @@ func startProxy(t *testing.T, n *pgtest.Node) *faultproxy.Proxy {
 // cutWhenRunning cuts every connection through the proxy, as a network
 // failure would, while the statement containing marker executes on n; new
 // connections go through.
-func cutWhenRunning(t *testing.T, n *pgtest.Node, p *faultproxy.Proxy, marker string) {
+func cutWhenRunning(t *testing.T, n *failovertest.Node, p *faultproxy.Proxy, marker string) {
 	t.Helper()
 	whenExecuting(t, testContext(t), n, marker, func(*pgx.Conn, int32) error {
 		p.Cut()
@@ -40,7 +40,7 @@ func cutWhenRunning(t *testing.T, n *pgtest.Node, p *faultproxy.Proxy, marker st
 func TestNetworkCut(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	proxy := startProxy(t, c.Primary())
 	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), proxy.Addr(), 1)
 	reader, pool := newMeteredPool(t, ctx, dsn)

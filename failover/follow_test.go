@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
@@ -51,10 +52,10 @@ func acquireAll(ctx context.Context, pp *pgxpool.Pool, n int) ([]int, error) {
 func TestPgxPoolFollowsPrimaryThroughSwitchover(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	old, next := c.Primary(), c.Nodes()[1]
 	// The replica first: the connection string's order must not matter.
-	pool := newPool(t, ctx, c.ConnStringFor([]*pgtest.Node{next, old}, "pool_max_conns=4"))
+	pool := newPool(t, ctx, c.ConnStringFor([]*failovertest.Node{next, old}, "pool_max_conns=4"))
 	pp := pool.PgxPool()
 	if pool.PgxPool() != pp {
 		t.Fatal("PgxPool returned a second pool")
@@ -83,7 +84,7 @@ func TestPgxPoolFollowsPrimaryThroughSwitchover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := c.Switchover(ctx, next); err != nil {
+	if _, err := c.Switchover(ctx, next); err != nil {
 		t.Fatal(err)
 	}
 	held.Release()
@@ -121,7 +122,7 @@ func TestPgxPoolFollowsPrimaryThroughSwitchover(t *testing.T) {
 func TestPgxPoolClosedWithPool(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool, err := failover.New(ctx, c.ConnString(""))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestPgxPoolClosedWithPool(t *testing.T) {
 
 func TestPgxPoolFirstCalledAfterClose(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool, err := failover.New(ctx, c.ConnString(""))
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +160,7 @@ func TestPgxPoolFirstCalledAfterClose(t *testing.T) {
 func TestAcquireAllIdle(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=3"))
 	var conns []*pgxpool.Conn
 	for range 3 {
@@ -305,7 +306,7 @@ func TestPgxPoolConnectRefusedUntilTheBudgetEnds(t *testing.T) {
 func TestPgxPoolCancelRequestReachesItsServer(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	pool := newPool(t, ctx, c.ConnString(""))
 	pp := pool.PgxPool()
 	for range 3 {

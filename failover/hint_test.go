@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestTopologyHintProbesTheNewPrimary(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	old, next, other := c.Primary(), c.Replicas()[0], c.Replicas()[1]
 	src := &fakeSource{updates: make(chan topology.Topology)}
 	cfg, err := failover.ParseConfig(c.ConnString("health_probe_interval=10m"))
@@ -27,7 +27,7 @@ func TestTopologyHintProbesTheNewPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Topology = src
-	report := func(primary *pgtest.Node, replicas ...*pgtest.Node) {
+	report := func(primary *failovertest.Node, replicas ...*failovertest.Node) {
 		t.Helper()
 		m := members(hosthealth.RolePrimary, primary)
 		m.Members = append(m.Members, members(hosthealth.RoleReplica, replicas...).Members...)
@@ -51,8 +51,8 @@ func TestTopologyHintProbesTheNewPrimary(t *testing.T) {
 		t.FailNow()
 	}
 	defer pool.Close()
-	probes := func(n *pgtest.Node) int64 { return hostStat(t, pool, n.Addr()).Probes }
-	role := func(n *pgtest.Node) hosthealth.Role { return hostStat(t, pool, n.Addr()).Role }
+	probes := func(n *failovertest.Node) int64 { return hostStat(t, pool, n.Addr()).Probes }
+	role := func(n *failovertest.Node) hosthealth.Role { return hostStat(t, pool, n.Addr()).Role }
 
 	// A claim ahead of the server: the member is probed at once, and the
 	// server's answer (in recovery) stands.
@@ -64,7 +64,7 @@ func TestTopologyHintProbesTheNewPrimary(t *testing.T) {
 	}
 
 	// The promotion: until the source names it, nothing asks the server.
-	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+	if err := old.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Promote(ctx, next); err != nil {

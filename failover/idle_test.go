@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // TestIdleKilledConnectionIsNeverUsed kills the backend of the Pool's one
@@ -18,7 +18,7 @@ import (
 func TestIdleKilledConnectionIsNeverUsed(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=1&health_probe_interval=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE idle_kill (v int)"); err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestIdleKilledConnectionIsNeverUsed(t *testing.T) {
 func TestHeldConnectionIsPeekedWhenGivenBack(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=1&health_probe_interval=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE held_kill (v int)"); err != nil {
 		t.Fatal(err)

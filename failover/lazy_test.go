@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // TestLazyConnectStartsBeforeTheDatabase: with lazy_connect=on, New
@@ -20,9 +20,9 @@ import (
 func TestLazyConnectStartsBeforeTheDatabase(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	n := c.Primary()
-	if err := n.Stop(ctx, pgtest.Fast); err != nil {
+	if err := n.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := failover.New(ctx, c.ConnString("lazy_connect=on&failover_max_duration=60s"))
@@ -61,7 +61,7 @@ func TestLazyConnectStartsBeforeTheDatabase(t *testing.T) {
 func TestLazyConnectWrongPassword(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	const wrong = "wrong-password-4242"
 	dsn := strings.Replace(c.ConnString("lazy_connect=on"), c.Password(), wrong, 1)
 	pool, err := failover.New(ctx, dsn)

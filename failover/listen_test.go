@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // TestListenAcrossFailover listens on the primary, loses it (killed and a
@@ -16,18 +16,23 @@ import (
 // notification sent after the failover is received.
 func TestListenAcrossFailover(t *testing.T) {
 	skipUnderShort(t)
-	drills := map[string]func(*pgtest.Cluster, context.Context, *pgtest.Node) error{
-		"kill and promote": (*pgtest.Cluster).Failover,
-		"switchover":       (*pgtest.Cluster).Switchover,
+	drills := map[string]func(*failovertest.Cluster, context.Context, *failovertest.Node) error{
+		"kill and promote": func(c *failovertest.Cluster, ctx context.Context, to *failovertest.Node) error {
+			return failoverTo(ctx, c, to)
+		},
+		"switchover": func(c *failovertest.Cluster, ctx context.Context, to *failovertest.Node) error {
+			_, err := c.Switchover(ctx, to)
+			return err
+		},
 	}
 	for name, drill := range drills {
 		t.Run(name, func(t *testing.T) { testListenAcross(t, drill) })
 	}
 }
 
-func testListenAcross(t *testing.T, drill func(*pgtest.Cluster, context.Context, *pgtest.Node) error) {
+func testListenAcross(t *testing.T, drill func(*failovertest.Cluster, context.Context, *failovertest.Node) error) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=2"))
 	l, err := pool.Listen(ctx, "jobs", "Mixed Case")
 	if err != nil {
@@ -82,7 +87,7 @@ func testListenAcross(t *testing.T, drill func(*pgtest.Cluster, context.Context,
 func TestListenNextHonoursContext(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString(""))
 	l, err := pool.Listen(ctx, "jobs")
 	if err != nil {
@@ -117,7 +122,7 @@ func TestListenNextHonoursContext(t *testing.T) {
 func TestListenerClosesWithPool(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	admin, err := c.Primary().Connect(ctx)
 	if err != nil {
 		t.Fatal(err)

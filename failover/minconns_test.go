@@ -9,14 +9,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // countDials makes cfg count the connections its hosts' pools and probes
 // dial: BeforeConnect runs before each one. The Pool's own check, which
 // refuses to dial a host that cannot take calls, runs before it, so what is
 // counted is what reached the network.
-func countDials(cfg *failover.Config) func(*pgtest.Node) int {
+func countDials(cfg *failover.Config) func(*failovertest.Node) int {
 	var mu sync.Mutex
 	dials := map[int]int{}
 	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
@@ -25,7 +25,7 @@ func countDials(cfg *failover.Config) func(*pgtest.Node) int {
 		dials[int(cc.Port)]++
 		return nil
 	}
-	return func(n *pgtest.Node) int {
+	return func(n *failovertest.Node) int {
 		mu.Lock()
 		defer mu.Unlock()
 		return dials[n.Port()]
@@ -40,7 +40,7 @@ func countDials(cfg *failover.Config) func(*pgtest.Node) int {
 func TestMinConnsDoNotHammerAWrongRoleHost(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	replica := c.Replicas()[0]
 	cfg, err := failover.ParseConfig(c.ConnString("pool_min_conns=2&health_probe_interval=500ms"))
 	if err != nil {

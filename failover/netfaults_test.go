@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // hostState is the state of the host at addr as the Pool's target sees it.
@@ -35,7 +35,7 @@ type timedCall struct {
 func TestLatencyIsNotAFailure(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=6&health_probe_interval=100ms")
 	metrics, pool := newMeteredPool(t, ctx, dsn)
 	if _, err := pool.Exec(ctx, "CREATE TABLE slow (id int)"); err != nil {
@@ -136,7 +136,7 @@ func TestLatencyIsNotAFailure(t *testing.T) {
 func TestConnectionReset(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	proxy := startProxy(t, c.Primary())
 	// target=any: the replica could run the read again, and must not once
 	// a row was delivered. Probes only at New and while a call waits.

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // TestWaitingCallsDoNotDial runs 200 writers through a Pool of four
@@ -18,7 +18,7 @@ import (
 func TestWaitingCallsDoNotDial(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	old, replica := c.Primary(), c.Replicas()[0]
 	cfg, err := failover.ParseConfig(c.ConnString("pool_max_conns=4"))
 	if err != nil {
@@ -38,10 +38,10 @@ func TestWaitingCallsDoNotDial(t *testing.T) {
 	defer w.stop()
 	waitUntil(t, 30*time.Second, "writes before the fault", func() bool { return w.acked.Load() >= 200 })
 
-	if err := old.Stop(ctx, pgtest.Fast); err != nil {
+	if err := old.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	host := func(n *pgtest.Node) failover.HostStat { return hostStat(t, pool, n.Addr()) }
+	host := func(n *failovertest.Node) failover.HostStat { return hostStat(t, pool, n.Addr()) }
 	waitUntil(t, 30*time.Second, "the primary known down", func() bool {
 		return host(old).State == hosthealth.TransportError
 	})

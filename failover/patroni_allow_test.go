@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // TestPatroniAllowList: members outside patroni_allowed_hosts are never
 // dialled, nor listed; without the list they would be.
 func TestPatroniAllowList(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	ctx := testContext(t)
 	p := c.Primary()
 	cluster := fmt.Sprintf(`{"members": [

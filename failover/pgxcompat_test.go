@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // These tests hold the Pool to what pgx's own pgxpool tests expect of a
@@ -22,7 +22,7 @@ import (
 // connection serves the next call and Close returns.
 func TestQueryRowScanPanicReleasesConnection(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	ctx := testContext(t)
 	pool, err := failover.New(ctx, c.ConnString("pool_max_conns=1"))
 	if err != nil {
@@ -90,7 +90,7 @@ func (a *acquireTracer) TraceAcquireEnd(_ context.Context, pool *pgxpool.Pool, d
 // as in pgxpool's TestTraceAcquire.
 func TestTraceAcquireWithEndedContext(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	ctx := testContext(t)
 	cfg, err := failover.ParseConfig(c.ConnString(""))
 	if err != nil {

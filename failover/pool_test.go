@@ -17,7 +17,6 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // The interface sqlc generates for pgx/v5 (with :copyfrom and :batch
@@ -66,6 +65,15 @@ func newPool(t *testing.T, ctx context.Context, dsn string) *failover.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// failoverTo crashes the primary and promotes to at once; the other
+// running standbys follow it.
+func failoverTo(ctx context.Context, c *failovertest.Cluster, to *failovertest.Node) error {
+	if _, err := c.CrashPrimary(ctx); err != nil {
+		return err
+	}
+	return c.Promote(ctx, to)
 }
 
 // serverPort returns the port of the server a pooled connection talks to.
@@ -220,13 +228,13 @@ func TestWritesFollowPrimaryThroughFailover(t *testing.T) {
 func TestSwitchoverLeavesNoStaleConnections(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4"))
 	w := startWriters(t, ctx, pool, 3)
 	waitUntil(t, 30*time.Second, "writes before the switchover", func() bool { return w.okCount() >= 50 })
 
 	old, next := c.Primary(), c.Nodes()[1]
-	if err := c.Switchover(ctx, next); err != nil {
+	if _, err := c.Switchover(ctx, next); err != nil {
 		t.Fatal(err)
 	}
 	// The new primary accepts writes and the old one is a standby now.
@@ -252,10 +260,10 @@ func TestSwitchoverLeavesNoStaleConnections(t *testing.T) {
 func TestNewWhenAllHostsAreDown(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	dsn := c.ConnString("connect_timeout=2")
 	for _, n := range c.Nodes() {
-		if err := n.Stop(ctx, pgtest.Immediate); err != nil {
+		if err := n.Crash(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -283,7 +291,7 @@ func TestNewWhenAllHostsAreDown(t *testing.T) {
 
 func TestNewWithWrongPasswordNamesNoPassword(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	const wrong = "wrong-password-4242"
 	dsn := strings.Replace(c.ConnString(""), c.Password(), wrong, 1)
 	pool, err := failover.New(ctx, dsn)
@@ -303,7 +311,7 @@ func TestNewWithWrongPasswordNamesNoPassword(t *testing.T) {
 func TestOurKeysNeverReachTheServer(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	// PostgreSQL refuses a connection that sets an unknown parameter, so
 	// connecting at all proves none of these keys was sent.
 	dsn := c.ConnString(strings.Join([]string{
@@ -338,7 +346,7 @@ func TestOurKeysNeverReachTheServer(t *testing.T) {
 func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=2s"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
 		t.Fatal(err)
@@ -381,7 +389,7 @@ func TestWriteOnReadOnlyPrimaryEvictsItsConnections(t *testing.T) {
 
 // fence makes the server at n read-only by its own configuration, as an
 // operator fences a primary, and waits until new sessions see it.
-func fence(t *testing.T, ctx context.Context, n *pgtest.Node) {
+func fence(t *testing.T, ctx context.Context, n *failovertest.Node) {
 	t.Helper()
 	if err := n.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
 		t.Fatal(err)
@@ -404,14 +412,14 @@ func fence(t *testing.T, ctx context.Context, n *pgtest.Node) {
 func TestAcquireIsPinned(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if err := c.Failover(ctx, c.Nodes()[1]); err != nil {
+	if err := failoverTo(ctx, c, c.Nodes()[1]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
@@ -441,7 +449,7 @@ func ExampleNew() {
 func TestZoneFromServerSetting(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2, Zones: []string{"eu-1a", "eu-1b", "eu-1c"}})
+	c := failovertest.Start(t, failovertest.Replicas(2), failovertest.Zones("eu-1a", "eu-1b", "eu-1c"))
 	local := c.Nodes()[2]
 
 	// Any role will do, so the host in the client's zone wins; each server
@@ -470,11 +478,11 @@ func TestZoneFromServerSetting(t *testing.T) {
 func TestTargets(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	primary, replica := c.Nodes()[0], c.Nodes()[1]
 	for _, tc := range []struct {
 		params string
-		want   *pgtest.Node
+		want   *failovertest.Node
 	}{
 		{"", primary},
 		{"target_session_attrs=read-write", primary},
@@ -494,7 +502,7 @@ func TestTargets(t *testing.T) {
 
 func TestClosedPool(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool, err := failover.New(ctx, c.ConnString(""))
 	if err != nil {
 		t.Fatal(err)

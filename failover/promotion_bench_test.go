@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // BenchmarkPromotionLatency measures how soon after a promotion one pool
@@ -72,7 +72,7 @@ type writePool interface {
 
 func promotionDrills(b *testing.B, kind string, outage time.Duration) {
 	ctx := context.Background()
-	c := pgtest.Start(b, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(b)
 	dials := &dialClock{}
 	var pool writePool
 	var fpool *failover.Pool // nil for pgxpool
@@ -162,7 +162,7 @@ func promotionDrills(b *testing.B, kind string, outage time.Duration) {
 			b.Fatal(err)
 		}
 
-		if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+		if err := old.Crash(ctx); err != nil {
 			b.Fatal(err)
 		}
 		crashed := time.Now()
@@ -219,7 +219,7 @@ func promotionDrills(b *testing.B, kind string, outage time.Duration) {
 		if err := c.Promote(ctx, next); err != nil {
 			b.Fatal(err)
 		}
-		if err := c.Rejoin(ctx, old, next); err != nil {
+		if err := c.Rejoin(ctx, old); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

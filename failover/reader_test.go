@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -24,7 +24,7 @@ func readerPort(ctx context.Context, pool *failover.Pool) (int, error) {
 }
 
 // ports returns the ports of nodes, as a set.
-func ports(nodes ...*pgtest.Node) map[int]bool {
+func ports(nodes ...*failovertest.Node) map[int]bool {
 	s := map[int]bool{}
 	for _, n := range nodes {
 		s[n.Port()] = true
@@ -34,7 +34,7 @@ func ports(nodes ...*pgtest.Node) map[int]bool {
 
 func TestReaderSpreadsOverReplicas(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms"))
 	replicas := ports(c.Replicas()...)
@@ -66,7 +66,7 @@ func TestReaderSpreadsOverReplicas(t *testing.T) {
 // TestReaderCannotWrite: a statement that writes fails through the
 // Reader, on a replica and on the primary alike.
 func TestReaderCannotWrite(t *testing.T) {
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("pin_after_write=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE rw (v int)"); err != nil {
@@ -105,7 +105,7 @@ func TestReaderCannotWrite(t *testing.T) {
 // the Reader right after a write through the Pool sees the write.
 func TestReadYourWrites(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE ryw (v int)"); err != nil {
@@ -159,7 +159,7 @@ func TestReadYourWrites(t *testing.T) {
 // the old value; reads return to the replicas once they catch up.
 func TestLaggingReplicaIsExcluded(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	const maxLag, interval = time.Second, 200 * time.Millisecond
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms&max_lag=1s&failover_max_duration=2s"))
@@ -200,7 +200,7 @@ func TestLaggingReplicaIsExcluded(t *testing.T) {
 
 	// The primary stops as well: reads fail, saying why each host was
 	// passed over.
-	if err := primary.Stop(ctx, pgtest.Fast); err != nil {
+	if err := primary.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	_, err := readerPort(ctx, pool)
@@ -229,11 +229,11 @@ func TestLaggingReplicaIsExcluded(t *testing.T) {
 // falls out.
 func TestIdlePrimaryAndStoppedReceiver(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms&max_lag=1s"))
 	r0, r1 := c.Replicas()[0], c.Replicas()[1]
-	eligible := func(n *pgtest.Node) bool {
+	eligible := func(n *failovertest.Node) bool {
 		h := hostStat(t, pool, n.Addr())
 		return h.StalenessKnown && h.Staleness <= time.Second
 	}
@@ -282,7 +282,7 @@ func TestIdlePrimaryAndStoppedReceiver(t *testing.T) {
 // TestReaderSurvivesAReplicaKill: reads under load lose nothing when a
 // replica is killed.
 func TestReaderSurvivesAReplicaKill(t *testing.T) {
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms"))
 	var reads, failed atomic.Int64
@@ -298,7 +298,7 @@ func TestReaderSurvivesAReplicaKill(t *testing.T) {
 	})
 	waitUntil(t, 10*time.Second, "reads flowing", func() bool { return reads.Load() > 200 })
 	victim := c.Replicas()[0]
-	if err := victim.Stop(ctx, pgtest.Immediate); err != nil {
+	if err := victim.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	before := reads.Load()
@@ -314,7 +314,7 @@ func TestReaderSurvivesAReplicaKill(t *testing.T) {
 // no more, and the Pool writes to it.
 func TestReaderAfterPromotion(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms&pin_after_write=0"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE promo (v int)"); err != nil {
@@ -326,7 +326,7 @@ func TestReaderAfterPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := c.Replicas()[0]
-	if err := c.Failover(ctx, next); err != nil {
+	if err := failoverTo(ctx, c, next); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "INSERT INTO promo VALUES (1)"); err != nil {
@@ -354,7 +354,7 @@ func TestReaderAfterPromotion(t *testing.T) {
 // and it is served by the replica that has replayed it.
 func TestCausalReads(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=200ms&pin_after_write=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE causal (v int)"); err != nil {
@@ -419,7 +419,7 @@ func TestCausalReads(t *testing.T) {
 // primary.
 func TestReaderWithoutReplicas(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString(""))
 	port, err := readerPort(ctx, pool)

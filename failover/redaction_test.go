@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // lockedBuffer is a log destination several Pools write to at once.
@@ -200,7 +200,7 @@ func TestNothingSaysThePassword(t *testing.T) {
 		password = "Redact-Me-7f3a9c"   // the cluster's
 		wrong    = "Wrong-Guess-91be44" // refused
 	)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1, Password: password})
+	c := failovertest.Start(t, failovertest.Password(password))
 	if !strings.Contains(c.ConnString(""), password) {
 		t.Fatalf("the connection string %q does not carry the password", c.ConnString(""))
 	}
@@ -288,13 +288,13 @@ func TestNothingSaysThePassword(t *testing.T) {
 	if err := c.WaitReplicated(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Failover(ctx, c.Replicas()[0]); err != nil {
+	if err := failoverTo(ctx, c, c.Replicas()[0]); err != nil {
 		t.Fatal(err)
 	}
 	_, err = pool.Exec(ctx, "INSERT INTO redaction VALUES (1)")
 	w.err("a write across the failover", err)
 	// Then no server is left: a call that cannot complete.
-	if err := c.Primary().Stop(ctx, pgtest.Immediate); err != nil {
+	if err := c.Primary().Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	_, err = pool.Exec(ctx, "INSERT INTO redaction VALUES (2)")

@@ -14,13 +14,12 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 	"github.com/pgfailover/pgfailover/internal/sqlclass"
 )
 
 // terminate ends backend pid from a separate superuser connection, as an
 // administrator or a crashing server would.
-func terminate(t *testing.T, ctx context.Context, n *pgtest.Node, pid uint32) {
+func terminate(t *testing.T, ctx context.Context, n *failovertest.Node, pid uint32) {
 	t.Helper()
 	conn, err := n.Connect(ctx)
 	if err != nil {
@@ -39,7 +38,7 @@ func terminate(t *testing.T, ctx context.Context, n *pgtest.Node, pid uint32) {
 // n (sleeping in pg_sleep, so past parsing and planning), then calls act
 // with a connection to n and the statement's backend pid. It reports
 // failures with t.Error, so it may run in its own goroutine.
-func whenExecuting(t *testing.T, ctx context.Context, n *pgtest.Node, marker string, act func(admin *pgx.Conn, pid int32) error) {
+func whenExecuting(t *testing.T, ctx context.Context, n *failovertest.Node, marker string, act func(admin *pgx.Conn, pid int32) error) {
 	t.Helper()
 	conn, err := n.Connect(ctx)
 	if err != nil {
@@ -69,7 +68,7 @@ func whenExecuting(t *testing.T, ctx context.Context, n *pgtest.Node, marker str
 
 // terminateWhenRunning terminates the backend of the statement containing
 // marker while it executes, and waits until the backend is gone.
-func terminateWhenRunning(t *testing.T, ctx context.Context, n *pgtest.Node, marker string) {
+func terminateWhenRunning(t *testing.T, ctx context.Context, n *failovertest.Node, marker string) {
 	t.Helper()
 	whenExecuting(t, ctx, n, marker, func(admin *pgx.Conn, pid int32) error {
 		_, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1, 10000)", pid)
@@ -80,7 +79,7 @@ func terminateWhenRunning(t *testing.T, ctx context.Context, n *pgtest.Node, mar
 func TestReadSurvivesPromotion(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_attempts=100"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE kv (k int, v int); INSERT INTO kv VALUES (1, 42)"); err != nil {
 		t.Fatal(err)
@@ -89,7 +88,7 @@ func TestReadSurvivesPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := c.Primary().Stop(ctx, pgtest.Immediate); err != nil {
+	if err := c.Primary().Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	promoted := make(chan error, 1)
@@ -122,7 +121,7 @@ func TestReadSurvivesPromotion(t *testing.T) {
 func TestQueryReplaysOnlyBeforeTheFirstRow(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	reader, pool := newMeteredPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 
 	t.Run("cut before the first row is replayed", func(t *testing.T) {
@@ -200,7 +199,7 @@ func TestQueryReplaysOnlyBeforeTheFirstRow(t *testing.T) {
 
 func TestSentWriteIsNeverRunAgain(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	// No unique key: a second execution would show as a second row.
 	if _, err := pool.Exec(ctx, "CREATE TABLE hits (n int)"); err != nil {
@@ -250,7 +249,7 @@ func TestSentWriteIsNeverRunAgain(t *testing.T) {
 
 func TestTransactionInterrupted(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE accounts (id int, balance int)"); err != nil {
 		t.Fatal(err)
@@ -301,7 +300,7 @@ func TestTransactionInterrupted(t *testing.T) {
 
 func TestRunTxRunsAgainAfterAnInterruption(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE ledger (entry text)"); err != nil {
 		t.Fatal(err)
@@ -341,7 +340,7 @@ func TestRunTxRunsAgainAfterAnInterruption(t *testing.T) {
 
 func TestOverrides(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 
 	// A read the classifier would replay is not replayed under NoRetry.

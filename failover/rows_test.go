@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // Rows and rows values are never handed out twice: a row kept after its
@@ -16,7 +16,7 @@ import (
 // slabs' worth), and while it holds the next row's query for its Scan.
 func TestKeptRowsStayTheirOwn(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=1"))
 
 	first := pool.QueryRow(ctx, "SELECT 1/0")

@@ -12,17 +12,17 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // statsOptions is a cluster whose servers count their statements
 // (pg_stat_statements).
-var statsOptions = pgtest.Options{Replicas: 2, Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements"}}
+var statsOptions = []failovertest.Option{failovertest.Replicas(2), failovertest.Setting("shared_preload_libraries", "pg_stat_statements")}
 
 // primaryCalls returns how many statements the primary ran since the
 // last reset, and how many of them contain like (a LIKE pattern; "" for
 // none), leaving out the statistics' own.
-func primaryCalls(t *testing.T, ctx context.Context, c *pgtest.Cluster, like string) (all, matching int64) {
+func primaryCalls(t *testing.T, ctx context.Context, c *failovertest.Cluster, like string) (all, matching int64) {
 	t.Helper()
 	conn, err := c.Primary().Connect(ctx)
 	if err != nil {
@@ -38,14 +38,14 @@ func primaryCalls(t *testing.T, ctx context.Context, c *pgtest.Cluster, like str
 }
 
 // startStats creates the extension and empties the primary's counts.
-func startStats(t *testing.T, ctx context.Context, c *pgtest.Cluster) {
+func startStats(t *testing.T, ctx context.Context, c *failovertest.Cluster) {
 	t.Helper()
 	if err := c.Primary().Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func resetStats(t *testing.T, ctx context.Context, c *pgtest.Cluster) {
+func resetStats(t *testing.T, ctx context.Context, c *failovertest.Cluster) {
 	t.Helper()
 	if err := c.Primary().Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func waitReplicasKnown(t *testing.T, pool *failover.Pool, n int) {
 // its own writes sees that write.
 func TestReplicasTakeReadsOfAWritingService(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, statsOptions)
+	c := failovertest.Start(t, statsOptions...)
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString(""))
 	startStats(t, ctx, c)
@@ -195,9 +195,9 @@ func ownWrite(ctx context.Context, pool *failover.Pool, i int) (got, port int, e
 // startWritingService starts a primary with two replicas and a metered
 // Pool (params added to its connection string) with tables bg and own,
 // known to both replicas, and a background writer at 10 writes a second.
-func startWritingService(t *testing.T, params string) (*pgtest.Cluster, context.Context, *sdkmetric.ManualReader, *failover.Pool, *backgroundWriter) {
+func startWritingService(t *testing.T, params string) (*failovertest.Cluster, context.Context, *sdkmetric.ManualReader, *failover.Pool, *backgroundWriter) {
 	t.Helper()
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	metrics, pool := newMeteredPool(t, ctx, c.ConnString(params))
 	if _, err := pool.Exec(ctx, "CREATE TABLE bg (id serial, v int); CREATE TABLE own (v int)"); err != nil {
@@ -262,7 +262,7 @@ func TestReadYourWritesWhileReplayIsPaused(t *testing.T) {
 // paused.
 func TestFirstReaderCallSeesEarlierWrites(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	ctx := testContext(t)
 	pool := newPool(t, ctx, c.ConnString(""))
 	if _, err := pool.Exec(ctx, "CREATE TABLE own (v int)"); err != nil {
@@ -325,7 +325,7 @@ func TestReadYourWritesAcrossPromotion(t *testing.T) {
 	}()
 	waitUntil(t, 10*time.Second, "writes read back", func() bool { return acked.Load() > 20 })
 	next := c.Replicas()[0]
-	if err := c.Switchover(ctx, next); err != nil {
+	if _, err := c.Switchover(ctx, next); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 15*time.Second, "the new primary known", func() bool {
@@ -359,7 +359,7 @@ func TestReadYourWritesAcrossPromotion(t *testing.T) {
 // the write.
 func TestPinnedReadsShareOneSample(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, statsOptions)
+	c := failovertest.Start(t, statsOptions...)
 	ctx := testContext(t)
 	metrics, pool := newMeteredPool(t, ctx, c.ConnString("pool_max_conns=64"))
 	startStats(t, ctx, c)

@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 func TestQueryRowSendsOnceLikePgxpool(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE once (id int)"); err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestQueryRowSendsOnceLikePgxpool(t *testing.T) {
 func TestBatchWriteCutAfterFirstResult(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE batch_rows (n int)"); err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestBatchWriteCutAfterFirstResult(t *testing.T) {
 
 func TestExecUnderNoRetryReportsUnknownOutcome(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	// The classifier cannot see that this function writes; NoRetry says so.
 	if _, err := pool.Exec(ctx, `CREATE TABLE audit (n int);
@@ -117,7 +117,7 @@ func TestExecUnderNoRetryReportsUnknownOutcome(t *testing.T) {
 func TestCallerDeadlineInsideTransactionIsNotAHostFailure(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	runs := 0
 	err := failover.RunTx(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
@@ -141,7 +141,7 @@ func TestCallerDeadlineInsideTransactionIsNotAHostFailure(t *testing.T) {
 func TestBatchOfReadsReplaysOnAnotherConnection(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	// Arguments make pgx prepare the statements on the first connection;
 	// the replay must prepare them again on the next one. Named arguments
 	// are rewritten by pgx as it sends the batch; the replay sends them
@@ -185,7 +185,7 @@ func TestBatchOfReadsReplaysOnAnotherConnection(t *testing.T) {
 func TestCommitAfterCallerDeadline(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -213,7 +213,7 @@ func TestCommitAfterCallerDeadline(t *testing.T) {
 func TestReadOnlyByChoiceIsAnOrdinaryError(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=1h"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE ro (n int)"); err != nil {
 		t.Fatal(err)
@@ -257,7 +257,7 @@ func TestReadOnlyByChoiceIsAnOrdinaryError(t *testing.T) {
 func TestWriteRefusedUnderATargetThatTakesReplicas(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	replica, primary := c.Replicas()[0], c.Primary()
 	// The replica first: with target=any it is the first pick.
 	dsn := "postgres://postgres:" + c.Password() + "@" + replica.Addr() + "," + primary.Addr() + "/postgres?target=any"
@@ -282,7 +282,7 @@ func TestWriteRefusedUnderATargetThatTakesReplicas(t *testing.T) {
 func TestTxSurvivesAStatementWhoseContextHadEnded(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	pool := newPool(t, ctx, c.ConnString(""))
 	if _, err := pool.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // closeWatch is a connection that records whether it was closed.
@@ -29,7 +29,7 @@ func (c *closeWatch) Close() error {
 // answered again. Without the check, the late login marks the host
 // healthy and its connection takes the call.
 func TestLoginBegunBeforeAFailureIsRefused(t *testing.T) {
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	ctx := testContext(t)
 	cfg, err := failover.ParseConfig(c.Primary().ConnString("pool_max_conns=4"))
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // TestProbeAnswerOlderThanAFailureIsDropped: a probe that was in flight
@@ -20,7 +20,7 @@ import (
 func TestProbeAnswerOlderThanAFailureIsDropped(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	const interval = 3 * time.Second
 	pool := newPool(t, ctx, c.ConnString("health_probe_interval=3s&health_probe_timeout=60s"))
 	host := func() failover.HostStat { return pool.Stat().Hosts()[0] }

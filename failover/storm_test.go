@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // TestNoConnectionStorm runs 1,000 writers through one Pool with ten
@@ -33,7 +33,7 @@ import (
 func TestNoConnectionStorm(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	old, next := c.Primary(), c.Replicas()[0]
 	const maxConns, callers = 10, 1000
 	cfg, err := failover.ParseConfig(c.ConnString("pool_max_conns=10"))
@@ -56,11 +56,11 @@ func TestNoConnectionStorm(t *testing.T) {
 
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	probes := func(n *pgtest.Node) int64 { return hostStat(t, pool, n.Addr()).Probes }
+	probes := func(n *failovertest.Node) int64 { return hostStat(t, pool, n.Addr()).Probes }
 	oldDials, oldProbes := dials(old), probes(old)
 	nextDials, nextProbes := dials(next), probes(next)
 
-	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+	if err := old.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
@@ -151,7 +151,7 @@ func (h *herd) checkOnlyInFlightFailed(t *testing.T, inFlight int) {
 func TestRefusedDialMarksHostDown(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	addr := c.Primary().Addr()
 	cfg, err := failover.ParseConfig(c.ConnString("failover_max_duration=500ms"))
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // point is one collected data point, flattened: its metric's name, its
@@ -123,7 +123,7 @@ next:
 func TestTelemetryKillAndPromote(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	old, replica := c.Primary(), c.Replicas()[0]
 	logs := &recordingHandler{}
 	reader, spans, pool := newObservedPool(t, ctx, c.ConnString(""), func(cfg *failover.Config) { cfg.Logger = slog.New(logs) })
@@ -160,7 +160,7 @@ func TestTelemetryKillAndPromote(t *testing.T) {
 	if err := c.WaitReplicated(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Stop(ctx, pgtest.Immediate); err != nil {
+	if err := old.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -223,7 +223,7 @@ func TestTelemetryKillAndPromote(t *testing.T) {
 func TestTelemetrySwitchover(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	old, replica := c.Primary(), c.Replicas()[0]
 	reader, _, pool := newObservedPool(t, ctx, c.ConnString(""))
 	if _, err := pool.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
@@ -237,7 +237,7 @@ func TestTelemetrySwitchover(t *testing.T) {
 	wg.Wait()
 	held := hostStat(t, pool, old.Addr()).Pool.TotalConns()
 
-	if err := c.Switchover(ctx, replica); err != nil {
+	if _, err := c.Switchover(ctx, replica); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, "a write on the new primary", func() bool {

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // TestGlobalMeterProviderRecordsPatroni: with Config.MeterProvider nil,
@@ -18,7 +18,7 @@ import (
 // instruments.
 func TestGlobalMeterProviderRecordsPatroni(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	ctx := testContext(t)
 	cluster := fmt.Sprintf(`{"members": [{"name": "a", "role": "leader", "state": "running", "host": "127.0.0.1", "port": %d}]}`, c.Primary().Port())
 	apiURL := servePatroniCluster(t, cluster)

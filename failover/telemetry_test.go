@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // newMeter returns an SDK meter provider whose figures the test reads
@@ -99,7 +99,7 @@ func newObservedPool(t *testing.T, ctx context.Context, dsn string, opts ...func
 func TestFailoverCounters(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	// Probes are effectively off, so only the calls below can notice the
 	// failover and the counts are exact.
 	reader, spans, pool := newObservedPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=3s"))
@@ -116,7 +116,7 @@ func TestFailoverCounters(t *testing.T) {
 	}
 	// The primary dies and the replica is promoted: the next write finds
 	// the old primary gone, walks on and succeeds. One survived call.
-	if err := c.Failover(ctx, c.Nodes()[1]); err != nil {
+	if err := failoverTo(ctx, c, c.Nodes()[1]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "INSERT INTO t VALUES (1)"); err != nil {
@@ -137,7 +137,7 @@ func TestFailoverCounters(t *testing.T) {
 
 	// Now every server is down: the next write fails over and cannot
 	// complete. One failed call.
-	if err := c.Nodes()[1].Stop(ctx, pgtest.Immediate); err != nil {
+	if err := c.Nodes()[1].Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "INSERT INTO t VALUES (2)"); !errors.Is(err, failover.ErrBudgetExhausted) && !errors.Is(err, failover.ErrNoHost) {
@@ -215,7 +215,7 @@ func histogramCount(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader
 func TestHostGaugeAndWaitTelemetry(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	old, replica := c.Primary(), c.Replicas()[0]
 	reader, spans, pool := newObservedPool(t, ctx, c.ConnString(""))
 
@@ -231,7 +231,7 @@ func TestHostGaugeAndWaitTelemetry(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE t (id int)"); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Stop(ctx, pgtest.Fast); err != nil {
+	if err := old.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

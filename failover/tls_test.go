@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -20,7 +20,7 @@ import (
 // to the string's unverified one.
 func TestTLSConfigSetInCode(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1, TLS: true})
+	c := failovertest.Start(t, failovertest.TLS())
 	primary, replica := c.Primary(), c.Replicas()[0]
 	ca := c.RootCAs()
 

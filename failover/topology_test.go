@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -28,7 +28,7 @@ func (f *fakeSource) Watch(ctx context.Context, update func(topology.Topology)) 
 }
 
 // members lists nodes as topology members claiming role.
-func members(role hosthealth.Role, nodes ...*pgtest.Node) topology.Topology {
+func members(role hosthealth.Role, nodes ...*failovertest.Node) topology.Topology {
 	var t topology.Topology
 	for _, n := range nodes {
 		t.Members = append(t.Members, topology.Member{Host: "127.0.0.1", Port: uint16(n.Port()), Role: role})
@@ -85,7 +85,7 @@ func hostAddrs(pool *failover.Pool) []string {
 // goleak, in TestMain, checks that the drained hosts leave no goroutine.
 func TestTopologyChangesUnderLoad(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	r1, r2 := c.Replicas()[0], c.Replicas()[1]
 	src := &fakeSource{updates: make(chan topology.Topology)}
 	cfg, err := failover.ParseConfig(c.Primary().ConnString("target=read-only&pool_max_conns=4"))

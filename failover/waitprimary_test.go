@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/failover"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
 
 // reader runs count queries through the pool until stopped and keeps every
@@ -84,7 +84,7 @@ func TestSlowPromotion(t *testing.T) {
 	for _, gap := range []time.Duration{3 * time.Second, 10 * time.Second} {
 		t.Run(fmt.Sprint(gap), func(t *testing.T) {
 			ctx := testContext(t)
-			c := pgtest.Start(t, pgtest.Options{Replicas: 2, SyncReplication: true})
+			c := failovertest.Start(t, failovertest.Replicas(2), failovertest.SyncReplication())
 			pool := newPool(t, ctx, c.ConnString(""))
 			const writers, readers = 4, 4
 			w := startWriters(t, ctx, pool, writers)
@@ -93,7 +93,7 @@ func TestSlowPromotion(t *testing.T) {
 				return w.okCount() >= 50 && r.okCount() >= 50
 			})
 
-			if err := c.Primary().Stop(ctx, pgtest.Immediate); err != nil {
+			if err := c.Primary().Crash(ctx); err != nil {
 				t.Fatal(err)
 			}
 			acked, read := w.okCount(), r.okCount()
@@ -107,9 +107,6 @@ func TestSlowPromotion(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := c.Promote(ctx, next); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.FollowAll(ctx, next); err != nil {
 				t.Fatal(err)
 			}
 			waitUntil(t, 30*time.Second, "writes and reads on the new primary", func() bool {

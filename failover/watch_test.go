@@ -13,15 +13,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // orphaned is a Pool over a primary and its replica, with a table writes
 // replicated to both, whose primary is about to be killed.
 type orphaned struct {
-	c         *pgtest.Cluster
-	old, next *pgtest.Node
+	c         *failovertest.Cluster
+	old, next *failovertest.Node
 	pool      *failover.Pool
 	admin     *pgx.Conn // to the replica, as its superuser
 }
@@ -30,7 +30,7 @@ type orphaned struct {
 // connection string).
 func newOrphaned(t *testing.T, ctx context.Context, params string) *orphaned {
 	t.Helper()
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	o := &orphaned{c: c, old: c.Primary(), next: c.Replicas()[0]}
 	o.pool = newPool(t, ctx, c.ConnString(params))
 	if _, err := o.pool.Exec(ctx, "CREATE TABLE writes (id bigint)"); err != nil {
@@ -52,7 +52,7 @@ func newOrphaned(t *testing.T, ctx context.Context, params string) *orphaned {
 // then; its error comes on the channel returned.
 func (o *orphaned) killAndWait(t *testing.T, ctx context.Context, exec func() error) <-chan error {
 	t.Helper()
-	if err := o.old.Stop(ctx, pgtest.Immediate); err != nil {
+	if err := o.old.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -343,7 +343,7 @@ func (o *orphaned) checkNoReadyConnection(t *testing.T) {
 func TestFencedPrimaryRefusesOneWriteOnly(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	inserts := &statementCounter{prefix: "INSERT"}
 	reader, _, pool := newObservedPool(t, ctx, c.ConnString("health_probe_interval=1h&failover_max_duration=2s&failover_ready_conns=1"),
 		func(cfg *failover.Config) { cfg.ConnConfig.Tracer = inserts })

@@ -219,8 +219,15 @@ func (c *Cluster) Replicas() []*Node {
 // params (like "pool_max_conns=4") are appended when not empty; a key in
 // params wins over the same key before it. With TLS, sslmode is require.
 func (c *Cluster) ConnString(params string) string {
-	addrs := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
+	return c.ConnStringFor(c.nodes, params)
+}
+
+// ConnStringFor is ConnString over the given nodes only, in the given
+// order: a connection string that lists a standby before the primary, or
+// leaves a node out.
+func (c *Cluster) ConnStringFor(nodes []*Node, params string) string {
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
 		addrs[i] = n.Addr()
 	}
 	return c.pc.ConnStringAt(addrs, c.params(params))

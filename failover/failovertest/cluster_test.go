@@ -527,6 +527,90 @@ func TestRestartAndCrash(t *testing.T) {
 	})
 }
 
+// TestStopStart: Stop shuts a server down cleanly (open sessions get
+// 57P01) and leaves it down; Start brings it back in its role. Port,
+// Connect and ConnStringFor reach the node they name.
+func TestStopStart(t *testing.T) {
+	skipUnderShort(t)
+	t.Parallel()
+	ctx := testContext(t)
+	c := failovertest.Start(t)
+	p, r := c.Primary(), c.Replicas()[0]
+
+	// ConnStringFor names the nodes given, in their order, and no other.
+	dsn := c.ConnStringFor([]*failovertest.Node{r}, "")
+	if !strings.Contains(dsn, r.Addr()) || strings.Contains(dsn, p.Addr()) {
+		t.Fatalf("ConnStringFor(replica) = %q", dsn)
+	}
+	if want := c.ConnStringFor(c.Nodes(), "x=1"); c.ConnString("x=1") != want {
+		t.Errorf("ConnString %q, ConnStringFor every node %q", c.ConnString("x=1"), want)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if got := nodeOf(t, ctx, conn); got != r.Name() {
+		t.Errorf("ConnStringFor(replica) reached %s", got)
+	}
+	var port int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil {
+		t.Fatal(err)
+	}
+	if r.Port() != port || p.Port() == port {
+		t.Errorf("Port(): replica %d, primary %d; the replica's server says %d", r.Port(), p.Port(), port)
+	}
+	own, err := r.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeOf(t, ctx, own); got != r.Name() {
+		t.Errorf("Connect reached %s, want %s", got, r.Name())
+	}
+	own.Close(ctx)
+
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, "SELECT 1")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "57P01" {
+		t.Errorf("a session open across Stop got %v, want SQLSTATE 57P01", err)
+	}
+	if r.Running() {
+		t.Fatal("the stopped standby runs")
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Errorf("stopping a stopped node: %v", err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Running() || !inRecovery(t, ctx, r) {
+		t.Error("the started standby is not a running standby")
+	}
+	if err := r.Start(ctx); err == nil {
+		t.Error("starting a running node succeeded")
+	}
+	waitUntil(t, 30*time.Second, "the started standby to stream", func() bool {
+		return scalar[int64](t, ctx, r, "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'") == 1
+	})
+
+	// The primary: down until Start, still the primary after it.
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Running() || c.Primary() != p {
+		t.Fatalf("after Stop: running %v, Primary() %v", p.Running(), c.Primary())
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if inRecovery(t, ctx, p) {
+		t.Error("the restarted primary is in recovery")
+	}
+}
+
 // TestNotANode: faults refuse a node of another cluster.
 func TestNotANode(t *testing.T) {
 	skipUnderShort(t)

@@ -38,6 +38,8 @@
 //     old primary back as a standby; Cluster.Rejoin does the latter for a
 //     crashed one.
 //   - Node.Crash, Node.Restart: one server down, or restarted in place.
+//     Node.Stop shuts one down cleanly and Node.Start brings it back, with
+//     the test's own steps between.
 //   - Node.Freeze and Node.Thaw: every process of a server stopped with
 //     SIGSTOP, as a machine that hangs: nothing answers, nothing is closed.
 //   - Node.PauseReplay and Node.ResumeReplay: a standby that lags on

@@ -30,6 +30,12 @@ func (n *Node) Addr() string {
 	return n.pn.Addr()
 }
 
+// Port returns the server's own TCP port on 127.0.0.1, the one
+// current_setting('port') reports on a connection to it, so a test can
+// tell which server answered. With the Proxies option it is not Addr's
+// port: clients reach the server through the proxy's.
+func (n *Node) Port() int { return n.pn.Port() }
+
 // Zone returns the node's pgfailover.zone setting ("" when unset).
 func (n *Node) Zone() string { return n.pn.Zone() }
 
@@ -57,6 +63,12 @@ func (n *Node) InRecovery(ctx context.Context) (bool, error) { return n.pn.InRec
 // Exec runs sql, one or more statements, as the superuser on a connection
 // of its own to this server, past any proxy.
 func (n *Node) Exec(ctx context.Context, sql string) error { return n.pn.Exec(ctx, sql) }
+
+// Connect opens a connection of the test's own to this server as the
+// superuser, past any proxy, for what Exec and Query do not serve: a
+// session that holds a lock or a transaction open, LISTEN, or looking at
+// other sessions. The caller closes it.
+func (n *Node) Connect(ctx context.Context) (*pgx.Conn, error) { return n.pn.Connect(ctx) }
 
 // Query runs a query as the superuser on a connection of its own to this
 // server, past any proxy, and closes the connection when the rows are
@@ -113,6 +125,30 @@ func (n *Node) Restart(ctx context.Context) error {
 	if err := n.pn.Stop(ctx, pgtest.Fast); err != nil {
 		return err
 	}
+	return n.pn.Start(ctx)
+}
+
+// Stop stops the server cleanly with a fast shutdown, as an operator or a
+// service manager does: open sessions end with SQLSTATE 57P01, a shutdown
+// checkpoint is written and, on a primary, streamed to its standbys. The
+// node stays down until Start. Stopping a node that is down does nothing.
+// Stopping the primary promotes nothing: use Switchover to hand its role
+// over, or Promote.
+func (n *Node) Stop(ctx context.Context) error {
+	n.c.drill.Lock()
+	defer n.c.drill.Unlock()
+	return n.pn.Stop(ctx, pgtest.Fast)
+}
+
+// Start starts a node that Stop or Crash left down, on the same port, in
+// the role its data holds, and returns once it accepts connections. A
+// standby streams again from the primary it followed; a former primary
+// that a Failover left down comes back as a second primary (Cluster.Rejoin
+// brings it back as a standby instead). Starting a node that runs is an
+// error.
+func (n *Node) Start(ctx context.Context) error {
+	n.c.drill.Lock()
+	defer n.c.drill.Unlock()
 	return n.pn.Start(ctx)
 }
 

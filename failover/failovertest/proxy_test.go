@@ -40,6 +40,9 @@ func TestProxies(t *testing.T) {
 	if dialled == strconv.Itoa(port) {
 		t.Fatalf("Addr %s is the server's own port: no proxy in between", p.Addr())
 	}
+	if p.Port() != port {
+		t.Errorf("Port() = %d, want the server's own %d", p.Port(), port)
+	}
 	if !strings.Contains(c.ConnString(""), p.Addr()) {
 		t.Errorf("ConnString %q does not name the proxy %s", c.ConnString(""), p.Addr())
 	}

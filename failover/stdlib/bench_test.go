@@ -9,9 +9,9 @@ import (
 	pgxstdlib "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
 	"github.com/pgfailover/pgfailover/internal/cpubench"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // BenchmarkOpenDBQueryRowCPU measures the client's CPU time per
@@ -24,7 +24,7 @@ import (
 //	go test -run '^$' -bench QueryRowCPU -count 10 ./failover/stdlib/ > cpu.txt
 //	benchstat -col /driver cpu.txt
 func BenchmarkOpenDBQueryRowCPU(b *testing.B) {
-	c := pgtest.Start(b, pgtest.Options{})
+	c := failovertest.Start(b, failovertest.Replicas(0))
 	pool, err := failover.New(context.Background(), c.Primary().ConnString("pool_max_conns=4"))
 	if err != nil {
 		b.Fatal(err)
@@ -49,7 +49,7 @@ func BenchmarkOpenDBQueryRowCPU(b *testing.B) {
 // parallel row does not measure database/sql's default of 2 idle
 // connections closing and reopening pgx's.
 func BenchmarkSQLOpenQueryRowCPU(b *testing.B) {
-	c := pgtest.Start(b, pgtest.Options{})
+	c := failovertest.Start(b, failovertest.Replicas(0))
 	dsn := c.Primary().ConnString("")
 	open := func(driver string) *sql.DB {
 		db, err := sql.Open(driver, dsn)

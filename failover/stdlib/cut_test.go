@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // openDB returns a *sql.DB over a new Pool on dsn, both closed when the
@@ -30,7 +30,7 @@ func openDB(t *testing.T, ctx context.Context, dsn string) *sql.DB {
 
 // openCutDB is openDB on c, with the table cut (id int PRIMARY KEY)
 // created and replicated.
-func openCutDB(t *testing.T, ctx context.Context, c *pgtest.Cluster) *sql.DB {
+func openCutDB(t *testing.T, ctx context.Context, c *failovertest.Cluster) *sql.DB {
 	t.Helper()
 	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
 	if _, err := db.ExecContext(ctx, "CREATE TABLE cut (id int PRIMARY KEY)"); err != nil {
@@ -44,7 +44,7 @@ func openCutDB(t *testing.T, ctx context.Context, c *pgtest.Cluster) *sql.DB {
 
 // connect opens an administrative connection to n, closed when the test
 // ends.
-func connect(t *testing.T, ctx context.Context, n *pgtest.Node) *pgx.Conn {
+func connect(t *testing.T, ctx context.Context, n *failovertest.Node) *pgx.Conn {
 	t.Helper()
 	conn, err := n.Connect(ctx)
 	if err != nil {
@@ -73,7 +73,7 @@ func waitingBackends(t *testing.T, ctx context.Context, watch *pgx.Conn, waitEve
 }
 
 // count returns how many rows of cut on n have id.
-func count(t *testing.T, ctx context.Context, n *pgtest.Node, id int) int {
+func count(t *testing.T, ctx context.Context, n *failovertest.Node, id int) int {
 	t.Helper()
 	var k int
 	if err := connect(t, ctx, n).QueryRow(ctx, "SELECT count(*) FROM cut WHERE id = $1", id).Scan(&k); err != nil {
@@ -90,7 +90,7 @@ func count(t *testing.T, ctx context.Context, n *pgtest.Node, id int) int {
 func TestCutWriteDuringKillAndPromote(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	db := openCutDB(t, ctx, c)
 	old, next := c.Primary(), c.Nodes()[1]
 
@@ -109,7 +109,10 @@ func TestCutWriteDuringKillAndPromote(t *testing.T) {
 		return len(waitingBackends(t, ctx, watch, "Lock")) == 1
 	})
 
-	if err := c.Failover(ctx, next); err != nil {
+	if _, err := c.CrashPrimary(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Promote(ctx, next); err != nil {
 		t.Fatal(err)
 	}
 	err := <-done
@@ -142,10 +145,10 @@ func TestCutWriteDuringKillAndPromote(t *testing.T) {
 func TestCutCommitRanOnce(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1, SyncReplication: true})
+	c := failovertest.Start(t, failovertest.SyncReplication())
 	db := openCutDB(t, ctx, c)
 	primary := c.Primary()
-	if err := c.Replicas()[0].Stop(ctx, pgtest.Immediate); err != nil {
+	if err := c.Replicas()[0].Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
 	watch := connect(t, ctx, primary)
@@ -210,7 +213,7 @@ func TestCutCommitRanOnce(t *testing.T) {
 // outcome), and nothing of it is on the server.
 func TestCutStatementInTransaction(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	db := openCutDB(t, ctx, c)
 	lock := connect(t, ctx, c.Primary())
 	if _, err := lock.Exec(ctx, "BEGIN; LOCK TABLE cut IN ACCESS EXCLUSIVE MODE"); err != nil {
@@ -253,7 +256,7 @@ func TestCutStatementInTransaction(t *testing.T) {
 func TestCallerDeadlineDuringWrite(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	db := openCutDB(t, ctx, c)
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // TestSQLOpenCloseWithConnectionsHeld: db.Close returns while a *sql.Conn
@@ -23,7 +23,7 @@ import (
 // made is gone with them: no goroutine is left.
 func TestSQLOpenCloseWithConnectionsHeld(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	ignore := goleak.IgnoreCurrent()
 	db, err := sql.Open(stdlib.DriverName, c.ConnString("pool_max_conns=4"))
 	if err != nil {
@@ -78,7 +78,7 @@ func TestSQLOpenCloseWithConnectionsHeld(t *testing.T) {
 // driver.ErrBadConn and db.BeginTx takes another connection and succeeds.
 func TestBeginTxOnTerminatedConnection(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	admin, err := c.Primary().Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestBeginTxOnTerminatedConnection(t *testing.T) {
 // Both ways in, sql.Open and OpenDB, hand out the same type.
 func TestRawReachesThePgxConn(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	sqlOpen, err := sql.Open(stdlib.DriverName, c.ConnString(""))
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func rawReachesThePgxConn(t *testing.T, ctx context.Context, db *sql.DB) {
 // Rows open at once, read in turns, each read their own.
 func TestRowsStayTheirOwn(t *testing.T) {
 	ctx := testContext(t)
-	db := openDB(t, ctx, pgtest.Start(t, pgtest.Options{}).ConnString(""))
+	db := openDB(t, ctx, failovertest.Start(t, failovertest.Replicas(0)).ConnString(""))
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)

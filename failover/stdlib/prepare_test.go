@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // preparedQuery is the statement the prepare tests prepare; pgx names a
@@ -44,7 +44,7 @@ func runStmt(t *testing.T, ctx context.Context, s *sql.Stmt) {
 // calls, a statement stays prepared until it is closed.
 func TestOpenDBPreparedStatementLifetime(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	db := openDB(t, ctx, c.ConnString("pool_max_conns=1"))
 
 	s, err := db.PrepareContext(ctx, preparedQuery)
@@ -90,7 +90,7 @@ func TestOpenDBPreparedStatementLifetime(t *testing.T) {
 // OpenDB's.
 func TestSQLOpenPreparedStatementLifetime(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	db, err := sql.Open(stdlib.DriverName, c.ConnString("pool_max_conns=1"))
 	if err != nil {
 		t.Fatal(err)

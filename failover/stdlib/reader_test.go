@@ -8,15 +8,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // TestOpenReaderDB: the reader DB reads from the replicas, cannot write,
 // and leaves a replica that falls behind max_lag for the primary.
 func TestOpenReaderDB(t *testing.T) {
 	skipUnderShort(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 2})
+	c := failovertest.Start(t, failovertest.Replicas(2))
 	ctx := testContext(t)
 	pool, err := failover.New(ctx, c.ConnString("health_probe_interval=200ms&max_lag=1s"))
 	if err != nil {

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // TestSQLOpenRetiresIdleConnectionsAfterSwitchover keeps connections idle
@@ -17,7 +17,7 @@ import (
 func TestSQLOpenRetiresIdleConnectionsAfterSwitchover(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	db, err := sql.Open(stdlib.DriverName, c.ConnString("pool_max_conns=4"))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestSQLOpenRetiresIdleConnectionsAfterSwitchover(t *testing.T) {
 	}
 
 	next := c.Nodes()[1]
-	if err := c.Switchover(ctx, next); err != nil {
+	if _, err := c.Switchover(ctx, next); err != nil {
 		t.Fatal(err)
 	}
 	// As many writers as idle connections, so that each stale one is

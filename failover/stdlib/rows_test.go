@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // TestRowsCutMidResult: a session terminated while its rows are being
@@ -17,7 +17,7 @@ import (
 // through the driver's Next before Go 1.27 and NextRow from Go 1.27 on.
 func TestRowsCutMidResult(t *testing.T) {
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	db := openDB(t, ctx, c.ConnString(""))
 	admin := connect(t, ctx, c.Primary())
 	if _, err := db.ExecContext(ctx, "CREATE TABLE cutrows (id int)"); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 func testContext(t *testing.T) context.Context {
@@ -143,13 +142,13 @@ func TestOpenDBThroughKillAndPromote(t *testing.T) {
 func TestOpenDBAfterSwitchoverNoReadOnlyErrors(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	db := openDB(t, ctx, c.ConnString("pool_max_conns=4"))
 
 	w := startWriters(t, ctx, db, 3)
 	waitUntil(t, 30*time.Second, "writes before the switchover", func() bool { return w.okCount() >= 50 })
 	next := c.Nodes()[1]
-	if err := c.Switchover(ctx, next); err != nil {
+	if _, err := c.Switchover(ctx, next); err != nil {
 		t.Fatal(err)
 	}
 	// The new primary accepts writes from here on.
@@ -171,12 +170,12 @@ func TestOpenDBAfterSwitchoverNoReadOnlyErrors(t *testing.T) {
 func TestSQLOpenKeepsOurKeysFromTheServer(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	c := failovertest.Start(t)
 	primary, replica := c.Primary(), c.Replicas()[0]
 	// The replica first, and every kind of key of ours: a server sent any
 	// of them would refuse the connection (unrecognized configuration
 	// parameter).
-	dsn := c.ConnStringFor([]*pgtest.Node{replica, primary},
+	dsn := c.ConnStringFor([]*failovertest.Node{replica, primary},
 		"target=read-write&zone=z1&zones=z1,z2&failover_max_attempts=3&failover_max_duration=5s&"+
 			"failover_backoff_initial=10ms&failover_backoff_max=100ms&health_probe_interval=500ms&pin_after_write=0&application_name=pgfailover-test")
 	db, err := sql.Open(stdlib.DriverName, dsn)
@@ -226,7 +225,7 @@ func TestSQLOpenKeepsOurKeysFromTheServer(t *testing.T) {
 func TestSQLOpenHidesThePassword(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := pgtest.Start(t, pgtest.Options{})
+	c := failovertest.Start(t, failovertest.Replicas(0))
 	const secret = "Sup3r-secret-pw"
 
 	// A bad value of one of our keys fails sql.Open itself.
