@@ -14,7 +14,6 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/internal/faultproxy"
-	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
 
 // blackhole makes the proxy swallow everything in both directions, as a
@@ -80,9 +79,8 @@ type timedWrite struct {
 func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	// The old primary runs on while the standby is promoted: pgtest's
-	// Promote leaves it be, failovertest's tries to make it follow.
-	c := pgtest.Start(t, pgtest.Options{Replicas: 1})
+	// The old primary runs on while the standby is promoted.
+	c := failovertest.Start(t, failovertest.Replicas(1))
 	old, promoted := c.Primary(), c.Replicas()[0]
 	proxy := startProxy(t, old)
 	dsn := strings.Replace(c.ConnString("pool_max_conns=4"), old.Addr(), proxy.Addr(), 1)

@@ -371,6 +371,37 @@ func TestCrashPrimaryThenPromote(t *testing.T) {
 	}
 }
 
+// TestPromoteWhilePrimaryRuns: Promote with the old primary still up
+// gives two primaries, as its doc says, and the other standby follows the
+// new one.
+func TestPromoteWhilePrimaryRuns(t *testing.T) {
+	skipUnderShort(t)
+	t.Parallel()
+	ctx := testContext(t)
+	c := failovertest.Start(t, failovertest.Replicas(2))
+	nodes := c.Nodes()
+	if err := c.Promote(ctx, nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+	if c.Primary() != nodes[1] {
+		t.Fatalf("after Promote(node1): Primary() = %v", c.Primary())
+	}
+	for _, n := range nodes[:2] {
+		if inRecovery(t, ctx, n) {
+			t.Errorf("%v is in recovery, want it a primary", n)
+		}
+	}
+	if err := nodes[1].Exec(ctx, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := scalar[int64](t, ctx, nodes[2], "SELECT count(*) FROM t"); got != 1 {
+		t.Errorf("node2 has %d rows of the new primary's, want 1", got)
+	}
+}
+
 // TestSwitchover: the primary role moves cleanly and the old primary comes
 // back as a standby of the new one.
 func TestSwitchover(t *testing.T) {

@@ -352,9 +352,10 @@ func (c *Cluster) FollowAll(ctx context.Context, p *Node) error {
 }
 
 // followAll points every running standby except skip at the new primary p.
-// The standbys followed p's parent timeline; one that received WAL past the
-// branch point could not follow and is rewound (stopped, pg_rewind,
-// restarted).
+// A running node that is not in recovery (an old primary that still runs)
+// is no standby and is left as it is. The standbys followed p's parent
+// timeline; one that received WAL past the branch point could not follow
+// and is rewound (stopped, pg_rewind, restarted).
 func (c *Cluster) followAll(ctx context.Context, p, skip *Node) error {
 	h, err := p.history(ctx)
 	if err != nil {
@@ -362,6 +363,11 @@ func (c *Cluster) followAll(ctx context.Context, p, skip *Node) error {
 	}
 	for _, r := range c.nodes {
 		if r == p || r == skip || !r.Running() {
+			continue
+		}
+		if standby, err := r.InRecovery(ctx); err != nil {
+			return err
+		} else if !standby {
 			continue
 		}
 		var pos *string
