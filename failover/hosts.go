@@ -203,8 +203,3 @@ func (p *Pool) markFailed(h *hostpool.Host, class hosthealth.Class, err error) {
 	}
 	p.refreshTopology()
 }
-
-// status returns what is known about the host at addr.
-func (p *Pool) status(addr string) (hosthealth.HostStatus, bool) {
-	return p.state.Routes().Status(addr)
-}
