@@ -35,7 +35,7 @@ func (p *Pool) newHostSet() *hostpool.Set {
 		Go:                  p.bg.Go,
 		GoUnlessClosed:      p.goUntilClose,
 		ProbeConnectTimeout: p.probeTimeout(),
-		ProbeTimeout:        p.cfg.HealthProbeTimeout,
+		HealthProbeTimeout:  p.cfg.HealthProbeTimeout,
 		Schedule:            probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Rand: rand.Int64N},
 		ReadyConns:          p.cfg.ReadyConns,
 		Demoted:             func(addr string) { p.follower().Demoted(addr) },

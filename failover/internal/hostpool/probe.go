@@ -24,7 +24,7 @@ type ProbeResult struct {
 func (s *Set) ProbeOnce(ctx context.Context, h *Host, watch probe.Watch) ProbeResult {
 	since := s.state.Epoch(h.Addr)
 	h.Probes.Add(1)
-	return ProbeResult{Result: h.Probe.Run(ctx, s.cfg.Clock.Now, s.cfg.ProbeConnectTimeout, s.cfg.ProbeTimeout, watch), since: since}
+	return ProbeResult{Result: h.Probe.Run(ctx, s.cfg.Clock.Now, s.cfg.ProbeConnectTimeout, s.cfg.HealthProbeTimeout, watch), since: since}
 }
 
 // Probed records a probe's outcome on host h. An answer to a probe that

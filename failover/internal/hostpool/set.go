@@ -36,7 +36,7 @@ type Config struct {
 	GoUnlessClosed func(f func()) bool
 
 	ProbeConnectTimeout time.Duration // bounds a probe's connect (connect_timeout, or ParseConfig's bound)
-	ProbeTimeout        time.Duration // bounds a probe's question (health_probe_timeout)
+	HealthProbeTimeout  time.Duration // bounds a probe's question (health_probe_timeout)
 	Schedule            probe.Schedule
 	ReadyConns          int // failover_ready_conns
 
