@@ -1,7 +1,11 @@
 // Package pgtest runs real PostgreSQL servers for integration tests: a
 // primary and any number of streaming replicas on loopback ports, plus the
 // drills a failover library must survive (failover, switchover, crash,
-// rejoin, replay lag on demand).
+// rejoin, replay lag on demand). It is the engine of the public harness,
+// failover/failovertest, which the project's own tests use where it
+// serves; they come here for what only the project needs (CPU accounting,
+// server logs, Patroni members one by one), and from package failover's
+// internal tests, which cannot import the harness.
 //
 //	func TestSomething(t *testing.T) {
 //		c := pgtest.Start(t, pgtest.Options{Replicas: 2})
