@@ -144,7 +144,7 @@ func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	st := hostpool.StateOf(pc)
 	h := st.Host
 	rs := p.state.Routes()
-	return h != nil && rs.Holds(h.Addr, h) && p.hosts.Usable(h, pc, st) && rs.Usable(h.Addr, p.cfg.Target)
+	return h != nil && rs.Holds(h.Addr, h) && p.hosts.Reusable(h, pc, st) && rs.Usable(h.Addr, p.cfg.Target)
 }
 
 // AcquireAllIdle acquires every idle connection of every host's pool, as

@@ -33,7 +33,7 @@ func (p *Pool) newHostSet() *hostpool.Set {
 		Log:                 p.log,
 		Life:                p.life,
 		Go:                  p.bg.Go,
-		GoUnlessClosed:      p.goUntilClose,
+		GoUnlessClosed:      p.goUnlessClosed,
 		ProbeConnectTimeout: p.probeTimeout(),
 		HealthProbeTimeout:  p.cfg.HealthProbeTimeout,
 		Schedule:            probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Rand: rand.Int64N},
@@ -74,7 +74,7 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		h := old.ByAddr[w.Addr]
 		if h == nil {
 			var err error
-			if h, err = p.hosts.NewHost(w.Addr, p.cfg.hostConfig(configs[i])); err != nil {
+			if h, err = p.hosts.NewHost(configs[i].Host, configs[i].Port, p.cfg.hostConfig(configs[i])); err != nil {
 				err = &HostError{Addr: w.Addr, Err: err}
 				p.logHostError(w.Addr, err)
 				errs = append(errs, err)

@@ -94,18 +94,18 @@ func (p *Pool) Listen(ctx context.Context, channels ...string) (*Listener, error
 	if err := l.connect(ctx); err != nil {
 		return nil, err
 	}
-	if !p.goUntilClose(l.endWithPool) {
+	if !p.goUnlessClosed(l.endWithPool) {
 		l.Close()
 		return nil, ErrClosed
 	}
 	return l, nil
 }
 
-// goUntilClose runs f on a goroutine of the Pool's, which Close joins; f
+// goUnlessClosed runs f on a goroutine of the Pool's, which Close joins; f
 // must return once p.life ends. It runs nothing and reports false once the
 // Pool is closing. topoMu makes the check and the start one step against
 // Close, which sets closed before it takes topoMu and waits for bg after.
-func (p *Pool) goUntilClose(f func()) bool {
+func (p *Pool) goUnlessClosed(f func()) bool {
 	p.topoMu.Lock()
 	defer p.topoMu.Unlock()
 	if p.closed.Load() {

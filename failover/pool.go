@@ -225,7 +225,7 @@ func (p *Pool) Close() {
 				following = append(following, f.PgxPool)
 			}
 		}
-		p.hosts.Close(hosts, following...)
+		p.hosts.ClosePools(hosts, following...)
 		p.bg.Wait()
 		if p.patroniClient != nil {
 			p.patroniClient.CloseIdleConnections()

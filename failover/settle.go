@@ -133,7 +133,7 @@ func (c *call) finish(err error) {
 	}
 	if c.ev.waited > 0 {
 		c.p.telemetry.Waited(c.ctx, c.ev.span, c.ev.waited)
-		c.p.hosts.WaitsOver()
+		c.p.hosts.DropUnusedStandbys()
 	}
 	outcome := callOutcome(err)
 	c.p.telemetry.EndEpisode(c.ctx, c.ev.span, int(c.tries), outcome, err)

@@ -117,3 +117,30 @@ func TestTLSConfigSetAfterParse(t *testing.T) {
 		t.Errorf("prefer: the plain fallback is gone")
 	}
 }
+
+// TestHostMovedInCode: a Host whose Host or Port is changed after
+// ParseConfig is dialled where it now says, with the string's TLS
+// variants moved to it, not at the address the string named.
+func TestHostMovedInCode(t *testing.T) {
+	c, err := ParseConfig("postgres://u:pw@db-a:5432,db-b:5433/app?sslmode=prefer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Hosts[1].Host = "db-c"
+	c.Hosts[0].Port = 6432
+	for i, want := range []struct {
+		host string
+		port uint16
+	}{{"db-a", 6432}, {"db-c", 5433}} {
+		cc := c.hostConfig(c.Hosts[i]).ConnConfig
+		if cc.Host != want.host || cc.Port != want.port {
+			t.Errorf("host %d dials %s:%d, want %s:%d", i, cc.Host, cc.Port, want.host, want.port)
+		}
+		if cc.TLSConfig == nil || len(cc.Fallbacks) != 1 || cc.Fallbacks[0].Host != want.host || cc.Fallbacks[0].Port != want.port {
+			t.Errorf("host %d: sslmode=prefer's variants not moved with it: TLS %v, fallbacks %+v", i, cc.TLSConfig != nil, cc.Fallbacks)
+		}
+	}
+	if got := c.hostConfig(c.Hosts[1]).ConnConfig.TLSConfig.ServerName; got != "db-c" {
+		t.Errorf("moved host's TLS server name %q, want db-c", got)
+	}
+}

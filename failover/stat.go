@@ -50,7 +50,7 @@ func (p *Pool) Stat() *Stat {
 	// The routes' hosts are in the table's order: the connection string's
 	// first, then the source's.
 	for i, hr := range rs.Hosts {
-		h := hr.Pool
+		h := hr.Entry
 		if h == nil {
 			continue // its pool could not be built: not in the table
 		}

@@ -34,7 +34,7 @@ func (p *Pool) observeHosts(ob *telemetry.Observation) {
 	now := p.clock.Now()
 	ob.Hosts = make([]telemetry.HostView, 0, s.Len())
 	for i := range s.Len() {
-		hp := rs.Hosts[i].Pool
+		hp := rs.Hosts[i].Entry
 		if hp == nil {
 			continue // its pool could not be built: not in the table
 		}

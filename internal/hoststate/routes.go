@@ -63,8 +63,8 @@ type Routes[T any] struct {
 
 // Host is what routing needs of one host.
 type Host[T any] struct {
-	Pool *T              // nil when it could not be built
-	Tier hosthealth.Tier // its zone tier for the Pool's target
+	Entry *T              // the table's entry for it; nil when it could not be built
+	Tier  hosthealth.Tier // its zone tier for the Pool's target
 	// Fresh is the host's freshness as a replica: zero when unknown (a
 	// primary, a replica never probed, whose last probe failed or that has
 	// replayed nothing).
@@ -79,7 +79,7 @@ func build[T any](health *hosthealth.Snapshot, table *Table[T], fresh map[string
 	for i := range health.Len() {
 		st := health.Host(i)
 		h := table.ByAddr[st.Addr]
-		rs.Hosts[i] = Host[T]{Pool: h, Tier: hosthealth.ZoneTier(target, zone, st.Zone), Fresh: fresh[st.Addr]}
+		rs.Hosts[i] = Host[T]{Entry: h, Tier: hosthealth.ZoneTier(target, zone, st.Zone), Fresh: fresh[st.Addr]}
 		if h == nil || table.NoReads[st.Addr] || st.StateFor(hosthealth.TargetReplica) == hosthealth.TopologyReject {
 			continue
 		}
@@ -96,7 +96,7 @@ func build[T any](health *hosthealth.Snapshot, table *Table[T], fresh map[string
 			if !health.Usable(i, target) {
 				break // the ranking puts every usable host first
 			}
-			if h := rs.Hosts[i].Pool; h != nil {
+			if h := rs.Hosts[i].Entry; h != nil {
 				rs.Ranked[t] = append(rs.Ranked[t], h)
 			}
 		}
@@ -118,7 +118,7 @@ func (rs *Routes[T]) Lookup(addr string) (int, *Host[T], bool) {
 // an address that came back.
 func (rs *Routes[T]) Holds(addr string, h *T) bool {
 	_, r, ok := rs.Lookup(addr)
-	return ok && r.Pool == h
+	return ok && r.Entry == h
 }
 
 // Usable reports whether the host at addr can take calls for target now:

@@ -47,7 +47,7 @@ type Config struct {
 	OK func(*pgx.Conn) bool
 }
 
-// Pool is a genuine *pgxpool.Pool whose new connections follow the
+// Pool holds a genuine *pgxpool.Pool whose new connections follow the
 // Pool's routes, and what it needs to be reset when a host its
 // connections go to is demoted.
 type Pool struct {

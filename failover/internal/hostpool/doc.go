@@ -12,16 +12,20 @@
 // Observe acts on what changed: it logs and records the news, and resets
 // the calls pool of a host found demoted.
 //
-// Every connection of the Pool's, a host's or one of PgxPool's, is
-// checked twice (see [InstallConnHooks], [Set.CheckRole], [Set.Usable]):
-// at login its server's role is recorded and refused when the target does
-// not accept it; at each acquire a non-blocking peek at the socket
-// discards a connection on which anything is waiting (a FATAL from a
-// shutdown, an end-of-file, a role change). A host's pools dial only
-// while host state counts the host usable; the probe alone dials one
-// that is not.
+// Every connection of the Pool's, a host's or a following pool's, is
+// checked at login ([Set.CheckRole]): its server's role is recorded and
+// refused when the pool's target does not accept it. At each acquire a
+// non-blocking peek at the socket discards a connection on which anything
+// is waiting, a FATAL from a shutdown or an end-of-file ([Set.StillOpen]);
+// a calls pool's connection is also discarded when its server has
+// reported a role the target refuses ([Set.Reusable]). A host's pools
+// dial only while host state counts the host usable, but for the
+// connections opened on a standby ahead of its promotion; the probe, and
+// the local-first fallback's connect ([Set.Connect]), dial a host
+// whatever its state.
 //
-// The package is below failover and above hoststate, probe and telemetry;
-// it knows nothing of calls, errors for users, or the topology source,
-// which reach it through the hooks of [Config].
+// The package is below failover and above hoststate, probe and telemetry.
+// Of the calls it knows only that they wait and with which statement;
+// errors for users, the topology source, the Reader and the local-first
+// steerer reach it through the hooks of [Config].
 package hostpool

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,17 +64,17 @@ func (h *Host) OpenConns() int {
 	return int(h.Calls.Stat().TotalConns() + h.Reads.Stat().TotalConns())
 }
 
-// connKey is where what the package keeps of each connection (Conn)
+// connKey is where what the package keeps of each connection (ConnState)
 // lives in pgconn's per-connection CustomData.
 const connKey = "pgfailover.conn"
 
-// Conn is what the package keeps of one connection: its socket peeker
-// (nil when the socket cannot be peeked), and Host, the host of a
-// connection of a following pool (PgxPool's), which chooses it as it
-// connects, nil for those of a host's own pools. standby marks a
+// ConnState is what the package keeps of one connection: its socket
+// peeker (nil when the socket cannot be peeked), and Host, the host of a
+// connection of a following pool (PgxPool's or Reader.PgxPool's), which
+// chooses it as it connects, nil for those of a host's own pools. standby marks a
 // connection opened on a standby ahead of its promotion, and prepared the
 // version of the waiting statements it prepared then (see standby.go).
-type Conn struct {
+type ConnState struct {
 	Peek     *netconn.Peeker
 	Host     *Host
 	standby  bool
@@ -81,29 +82,28 @@ type Conn struct {
 }
 
 // StateOf returns what the package keeps of pc, made on first use (a
-// connection whose AfterConnect InstallConnHooks has not wrapped has no
+// connection whose AfterConnect installConnHooks has not wrapped has no
 // peeker).
-func StateOf(pc *pgconn.PgConn) *Conn {
+func StateOf(pc *pgconn.PgConn) *ConnState {
 	cd := pc.CustomData()
-	st, _ := cd[connKey].(*Conn)
+	st, _ := cd[connKey].(*ConnState)
 	if st == nil {
-		st = new(Conn)
+		st = new(ConnState)
 		cd[connKey] = st
 	}
 	return st
 }
 
-// NewHost builds the pgxpools of the host at addr from cfg, whose
-// ConnConfig dials that host alone (its Host and Port are the host's,
-// its Fallbacks the host's other TLS variants). No connection is made here (unless
+// NewHost builds the pgxpools of the host at host:port from cfg, whose
+// ConnConfig dials that host alone (Dialing.For). No connection is made here (unless
 // the user asked for pool_min_conns, which pgxpool opens in the
 // background); every new connection checks the server's role, and every
 // acquire checks that the connection has not been killed while it sat
 // idle.
-func (s *Set) NewHost(addr string, cfg *pgxpool.Config) (*Host, error) {
-	cc := cfg.ConnConfig
-	h := &Host{Addr: addr, probeDone: make(chan struct{}), hint: make(chan struct{}, 1), Server: telemetry.NewServer(cc.Host, cc.Port)}
-	h.Dial = cc.Copy()
+func (s *Set) NewHost(host string, port uint16, cfg *pgxpool.Config) (*Host, error) {
+	addr := net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10))
+	h := &Host{Addr: addr, probeDone: make(chan struct{}), hint: make(chan struct{}, 1), Server: telemetry.NewServer(host, port)}
+	h.Dial = cfg.ConnConfig.Copy()
 	h.Probe.Config = h.Dial
 	h.Probe.BeforeConnect = cfg.BeforeConnect
 	h.Probe.Socks = &h.Socks
@@ -113,7 +113,7 @@ func (s *Set) NewHost(addr string, cfg *pgxpool.Config) (*Host, error) {
 	readCfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 
 	var err error
-	h.Calls, err = s.buildPool(h, cfg, s.cfg.Target, telemetry.PurposeCalls, func(conn *pgx.Conn) bool { return s.usable(h, conn) })
+	h.Calls, err = s.buildPool(h, cfg, s.cfg.Target, telemetry.PurposeCalls, func(conn *pgx.Conn) bool { return s.reusable(h, conn) })
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (s *Set) buildPool(h *Host, cfg *pgxpool.Config, target hosthealth.Target, 
 	// dialling a host in the wrong role.
 	userBeforeConnect := cfg.BeforeConnect
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		if !s.CanTake(h, target) && !(purpose == telemetry.PurposeCalls && openingStandby(ctx)) {
+		if !s.canTake(h, target) && !(purpose == telemetry.PurposeCalls && openingStandby(ctx)) {
 			return ErrHostNotUsable
 		}
 		if userBeforeConnect != nil {
@@ -163,12 +163,12 @@ func (s *Set) buildPool(h *Host, cfg *pgxpool.Config, target hosthealth.Target, 
 
 // NewPgxPool builds a pgxpool from cfg, whose BeforeConnect and
 // ValidateConnect already say where its connections go: it installs the
-// connection hooks (InstallConnHooks, with ok) and ties the pool's
+// connection hooks (installConnHooks, with ok) and ties the pool's
 // background connects to the Set's life. Every pgxpool of the Pool's, a
 // host's or a following pool, is built here. Creating one connects
 // nothing.
 func (s *Set) NewPgxPool(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) (*pgxpool.Pool, error) {
-	InstallConnHooks(cfg, ok)
+	installConnHooks(cfg, ok)
 	// The context only matters with pool_min_conns, whose connections
 	// pgxpool opens in the background for as long as the pool lives.
 	return pgxpool.NewWithConfig(s.cfg.Life, cfg)
@@ -192,7 +192,7 @@ func (s *Set) CheckRole(ctx context.Context, h *Host, conn *pgconn.PgConn, targe
 		// Opened for the promotion of a server the probe counts read-only.
 		// The probe, not this login, says when it takes writes: a primary
 		// fenced read-only by its configuration reports in_hot_standby=off
-		// too. The connection is kept for that moment (usable).
+		// too. The connection is kept for that moment (Reusable).
 		StateOf(conn).standby = true
 		return nil
 	}
@@ -216,12 +216,12 @@ func (s *Set) checkAnswer(ctx context.Context, h *Host, conn *pgconn.PgConn, tar
 	return nil
 }
 
-// InstallConnHooks wraps cfg's AfterConnect and PrepareConn with the
+// installConnHooks wraps cfg's AfterConnect and PrepareConn with the
 // package's: every new connection gets a socket peeker, and an idle
 // connection is handed out only when ok says so. The user's hooks are
 // called after these: AfterConnect, and PrepareConn or else the
 // deprecated BeforeAcquire, which pgxpool would otherwise have honoured.
-func InstallConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
+func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 	userAfterConnect := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		StateOf(conn.PgConn()).Peek = netconn.NewPeeker(conn.PgConn().Conn())
@@ -260,20 +260,19 @@ var ErrHostNotUsable = errors.New("pgfailover: host cannot take calls now")
 // for ErrHostNotUsable.
 var ErrFailedWhileConnecting = fmt.Errorf("%w: it failed while this connection was being opened", ErrHostNotUsable)
 
-// CanTake reports whether host h can take calls for target now: it is
+// canTake reports whether host h can take calls for target now: it is
 // Healthy or Unknown in the current routing state.
-func (s *Set) CanTake(h *Host, target hosthealth.Target) bool {
+func (s *Set) canTake(h *Host, target hosthealth.Target) bool {
 	return s.state.Routes().Usable(h.Addr, target)
 }
 
-// usable reports whether an idle connection of host h's calls pool may be
-// handed out.
-func (s *Set) usable(h *Host, conn *pgx.Conn) bool {
+// reusable is Reusable for an idle connection of host h's calls pool.
+func (s *Set) reusable(h *Host, conn *pgx.Conn) bool {
 	pc := conn.PgConn()
-	return s.Usable(h, pc, StateOf(pc))
+	return s.Reusable(h, pc, StateOf(pc))
 }
 
-// Usable reports whether an idle connection pc of host h, whose state is
+// Reusable reports whether an idle connection pc of host h, whose state is
 // st, may be handed out for the Set's target. It runs on every acquire,
 // so it does no I/O beyond one non-blocking peek at the socket: anything
 // already waiting on an idle connection (a FATAL from a shutdown, an
@@ -289,7 +288,7 @@ func (s *Set) usable(h *Host, conn *pgx.Conn) bool {
 // on a standby ahead of its promotion are handed out only once the
 // routing state takes their host, and looked at until they report the
 // primary then.
-func (s *Set) Usable(h *Host, pc *pgconn.PgConn, st *Conn) bool {
+func (s *Set) Reusable(h *Host, pc *pgconn.PgConn, st *ConnState) bool {
 	if !s.StillOpen(h, st) {
 		return false
 	}
@@ -305,7 +304,7 @@ func (s *Set) Usable(h *Host, pc *pgconn.PgConn, st *Conn) bool {
 			s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedNotPromoted, 1)
 			return false
 		}
-		if role == hosthealth.RolePrimary && s.CanTake(h, target) {
+		if role == hosthealth.RolePrimary && s.canTake(h, target) {
 			// Told of its promotion, which the routing state has
 			// seen too: in the target's role for good. (A fenced
 			// primary reports the primary's role as well.)
@@ -324,7 +323,7 @@ func (s *Set) Usable(h *Host, pc *pgconn.PgConn, st *Conn) bool {
 
 // StillOpen reports whether nothing is waiting on the socket of an idle
 // connection of host h, whose state is st, counting the connection closed
-// when the server has ended its session: the peek of Usable, for
+// when the server has ended its session: the peek of Reusable, for
 // connections that serve either role. The peek is skipped when the socket
 // returned data less than netconn.RecentRead ago (PeekIdle): on a busy
 // pool that is nearly every reuse, and only a FATAL sent in that moment
@@ -332,7 +331,7 @@ func (s *Set) Usable(h *Host, pc *pgconn.PgConn, st *Conn) bool {
 // connection's last release, so a connection that sat unused in a
 // caller's hands (an Acquire, database/sql) before it was given back is
 // peeked.
-func (s *Set) StillOpen(h *Host, st *Conn) bool {
+func (s *Set) StillOpen(h *Host, st *ConnState) bool {
 	if pk := st.Peek; pk != nil {
 		switch pk.PeekIdle() {
 		case netconn.PeekPending, netconn.PeekClosed:
@@ -359,9 +358,9 @@ func (s *Set) noteRefusedDial(h *Host, dial pgconn.DialFunc) pgconn.DialFunc {
 	}
 }
 
-// TryConnect opens one connection to h, within timeout, checks the
+// tryConnect opens one connection to h, within timeout, checks the
 // server's role against the Set's target (recording it), and closes it.
-func (s *Set) TryConnect(ctx context.Context, h *Host, timeout time.Duration) error {
+func (s *Set) tryConnect(ctx context.Context, h *Host, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cfg := h.Dial.Copy()

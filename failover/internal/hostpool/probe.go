@@ -144,9 +144,10 @@ func (s *Set) watchable(h *Host) bool {
 
 // HintPrimary tells h's probe loop that the topology source now names it
 // the primary, so that it probes the host at once (see
-// probe.Schedule.Hinted). A hint already pending is enough, and a host
-// whose loop has not started is probed when it starts. Called with the
-// Pool's host-set lock held.
+// probe.Schedule.Hinted). A hint already pending is enough. A host whose
+// loop has not started is not hinted: its loop, once started, probes it on
+// its schedule. Called with the Pool's host-set lock held, which guards
+// the loop's start.
 func (s *Set) HintPrimary(h *Host) {
 	if h.stopProbe == nil {
 		return

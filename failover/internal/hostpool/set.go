@@ -18,7 +18,8 @@ import (
 )
 
 // Config is what a Set needs of the Pool it serves. Every field is
-// required but the hooks, which may be nil.
+// required but the four hooks after ReadyConns (Demoted, Failed, Refresh,
+// PrimarySample), which may be nil.
 type Config struct {
 	Target    hosthealth.Target // the roles the Pool's own calls go to
 	State     *hoststate.Owner[Host]
@@ -108,7 +109,8 @@ func (s *Set) SetTable(table *hoststate.Table[Host], hosts []hosthealth.Host) {
 }
 
 // Report logs and records what a publication of the routes changed.
-// Observe and SetTable report their own.
+// Observe and SetTable report their own; it is exported for tests that
+// build host state in memory, without pools for Observe to reset.
 func (s *Set) Report(n hoststate.News[Host]) {
 	for _, ch := range n.Changes {
 		s.cfg.Log.HostChange(ch)
@@ -159,13 +161,13 @@ func (s *Set) Retire(h *Host) {
 // netconn.Sockets). On a host that answers they take milliseconds.
 const closeGrace = time.Second
 
-// Close closes the pools of hosts and the following pools, in parallel,
+// ClosePools closes the pools of hosts and the following pools, in parallel,
 // each waiting for its connections in use to be released, like
 // pgxpool.Pool.Close, except on a host host state knows does not answer:
 // statements in flight there are cut at once. Cancel requests and
 // connections pgconn has given up on are waited for closeGrace at most,
 // then cut, so a blackholed host does not hold Close for pgconn's 15 s.
-func (s *Set) Close(hosts []*Host, following ...*pgxpool.Pool) {
+func (s *Set) ClosePools(hosts []*Host, following ...*pgxpool.Pool) {
 	for _, h := range hosts {
 		h.Socks.KillIfDown()
 	}
@@ -192,14 +194,14 @@ func (s *Set) Close(hosts []*Host, following ...*pgxpool.Pool) {
 
 // Connect opens one connection to the host at addr, within timeout,
 // checks the server's role against the Set's target (recording it), and
-// closes it (TryConnect). With Cut and Attrs, it makes the Set the
+// closes it (tryConnect). With Cut and Attrs, it makes the Set the
 // hosts patroni.LocalFirst connects to.
 func (s *Set) Connect(ctx context.Context, addr string, timeout time.Duration) error {
 	h := s.state.Routes().Table.ByAddr[addr]
 	if h == nil { // left the Pool since the round looked
 		return fmt.Errorf("%s: %w", addr, ErrHostNotUsable)
 	}
-	return s.TryConnect(ctx, h, timeout)
+	return s.tryConnect(ctx, h, timeout)
 }
 
 // Cut closes the connections of the calls pool of the host at addr:

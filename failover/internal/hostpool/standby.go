@@ -33,7 +33,7 @@ import (
 // statement does not replace, and a statement the standby refuses to
 // parse is left for the call to meet.
 //
-// Such a connection is marked standby in its connState. The acquire check
+// Such a connection is marked standby in its ConnState. The acquire check
 // hands it out only while it is being opened (to the acquires that open
 // them) and once the routing state takes the host for the Pool's target,
 // that is, once a probe has seen the promotion; until its next statement
@@ -44,7 +44,7 @@ import (
 // write it refuses once per opening. A statement the server still refuses
 // as read-only is a refusal before it ran, retried as any other. When the
 // last waiting call ends without a promotion, it has the pool check its
-// idle connections, which closes them (WaitsOver); so does each probe
+// idle connections, which closes them (DropUnusedStandbys); so does each probe
 // while no call waits.
 
 // standbyKey marks the context of the acquires that open connections to a
@@ -62,7 +62,7 @@ func openingStandby(ctx context.Context) bool {
 // opened (by the acquires that open them: a call acquires from h only
 // once h takes its calls), and once h takes the Pool's calls.
 func (s *Set) standbyUsable(h *Host) bool {
-	return h.opening.Load() || s.CanTake(h, s.cfg.Target)
+	return h.opening.Load() || s.canTake(h, s.cfg.Target)
 }
 
 // keepStandbyReady opens, in the background, connections to host h, the
@@ -160,17 +160,17 @@ func (s *Set) readyForPromotion() {
 	}
 }
 
-// WaitsOver is called by each call that waited, when it ends: once no
+// DropUnusedStandbys is called by each call that waited, when it ends: once no
 // call waits any more, the connections opened ahead of a promotion that
 // did not come are closed (dropUnusedStandby) at once, not at their
 // host's next probe, which can be health_probe_interval away.
-func (s *Set) WaitsOver() {
+func (s *Set) DropUnusedStandbys() {
 	if s.waits.count.Load() > 0 {
 		return
 	}
 	for _, hr := range s.state.Routes().Hosts {
-		if hr.Pool != nil {
-			s.dropUnusedStandby(hr.Pool)
+		if hr.Entry != nil {
+			s.dropUnusedStandby(hr.Entry)
 		}
 	}
 }
@@ -185,7 +185,7 @@ func (s *Set) dropUnusedStandby(h *Host) {
 		return
 	}
 	h.readied.Store(0)
-	if s.CanTake(h, s.cfg.Target) {
+	if s.canTake(h, s.cfg.Target) {
 		return // promoted: the connections are the calls'
 	}
 	for _, c := range h.Calls.AcquireAllIdle(s.cfg.Life) {
@@ -208,12 +208,12 @@ func (s *Set) likeliestPromotion() *Host {
 	var bestWAL uint64
 	for i, hr := range rs.Hosts {
 		st := rs.Health.Host(i)
-		if hr.Pool == nil || st.Role != hosthealth.RoleReplica {
+		if hr.Entry == nil || st.Role != hosthealth.RoleReplica {
 			continue
 		}
 		claimed, wal := st.Claimed == hosthealth.RolePrimary, uint64(hr.Fresh.Replayed)
 		if best == nil || (claimed && !bestClaimed) || (claimed == bestClaimed && wal > bestWAL) {
-			best, bestClaimed, bestWAL = hr.Pool, claimed, wal
+			best, bestClaimed, bestWAL = hr.Entry, claimed, wal
 		}
 	}
 	return best

@@ -44,7 +44,7 @@ func (w *waits) state() probe.Wait {
 	return probe.Wait{Waiting: true, Since: time.Unix(0, w.since.Load())}
 }
 
-// Waiting is how many calls wait for a usable host now.
+// Waiting is how many calls wait for a usable host now (for tests).
 func (s *Set) Waiting() int { return int(s.waits.count.Load()) }
 
 // WaitStarted tells the Set that a call waits for a usable host; onCalls
@@ -94,7 +94,7 @@ func (s *Set) WaitEnded(onCalls bool) {
 const maxWaitingStatements = 16
 
 // waitingStatements lists the distinct statements of the calls waiting
-// on a calls pool (call.sql), the first maxWaitingStatements of them, in
+// on a calls pool (WaitStarted), the first maxWaitingStatements of them, in
 // the order they began to wait. The list only grows during an outage,
 // and is emptied when a wait begins the next one (Set.WaitStarted).
 type waitingStatements struct {
@@ -102,7 +102,7 @@ type waitingStatements struct {
 	sqls []string
 	// version is the outage the list belongs to (raised each time it is
 	// emptied) in its high 32 bits and the list's length in the low 32;
-	// a connection's Conn.prepared and a host's prepared are the
+	// a connection's ConnState.prepared and a host's prepared are the
 	// version they prepared.
 	version atomic.Uint64
 }
