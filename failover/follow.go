@@ -127,7 +127,7 @@ func (w *connectWalk) Failed(h *hostpool.Host, err *follow.ConnectError) error {
 		class = hosthealth.Transient
 	}
 	c.host = h
-	c.p.markFailed(h, class, err)
+	c.p.hosts.MarkFailed(h, class, err)
 	c.record(class, err)
 	c.holdBack()
 	if c.events().attempts >= c.p.cfg.MaxAttempts || !c.timeLeft() {

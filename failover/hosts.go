@@ -188,18 +188,3 @@ func (p *Pool) noteWrite() {
 		}
 	}
 }
-
-// markFailed records a failover event of class on host h. A write refused
-// by a read-only server makes the host a replica for the ranking, and
-// closes its pooled connections. A role stated by the server when
-// connecting was recorded then.
-func (p *Pool) markFailed(h *hostpool.Host, class hosthealth.Class, err error) {
-	if _, ok := errors.AsType[*hosthealth.RoleError](err); ok && class == hosthealth.Topology {
-		return
-	}
-	p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Failed, Class: class})
-	if class != hosthealth.Topology {
-		p.steer.failed(h.Addr, err)
-	}
-	p.refreshTopology()
-}

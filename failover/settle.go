@@ -51,7 +51,7 @@ func (c *call) done(err error, rule outcome.Rule) error {
 // the verdict says.
 func (c *call) apply(d outcome.Decision, err error) error {
 	if d.Mark {
-		c.p.markFailed(c.host, d.Meaning, err)
+		c.p.hosts.MarkFailed(c.host, d.Meaning, err)
 	}
 	if d.Record {
 		c.record(d.Meaning, err)

@@ -56,7 +56,7 @@ func (t *tx) decide(phase outcome.Phase, err error) error {
 	f.CallerDone = callerDone || t.callerGaveUp
 	d := outcome.Decide(f)
 	if d.Mark {
-		t.p.markFailed(t.host, d.Meaning, err)
+		t.p.hosts.MarkFailed(t.host, d.Meaning, err)
 	}
 	if kind := errorKind(d.Verdict); kind != nil {
 		return t.hostError(kind, err)

@@ -2,6 +2,7 @@ package hostpool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -44,8 +45,8 @@ type Config struct {
 	// Demoted is told of a host found in a role the target does not
 	// accept, after its calls pool was reset.
 	Demoted func(addr string)
-	// Failed is told of a host a probe found failing (the local-first
-	// fallback listens).
+	// Failed is told of a host a probe, a call or a connect found failing
+	// (the local-first fallback listens).
 	Failed func(addr string, err error)
 	// Refresh asks the topology source to look again.
 	Refresh func()
@@ -100,6 +101,24 @@ func (s *Set) Observe(h *Host, ob hoststate.Observation) hoststate.Result[Host] 
 		s.cfg.Demoted(h.Addr)
 	}
 	return res
+}
+
+// MarkFailed records a failover event of class on host h, met by a call,
+// a transaction or a connect: host state marks the host (a write refused
+// by a read-only server makes it a replica for the ranking, and closes
+// its pooled connections), the local-first fallback hears of it (Failed;
+// not of a refusal as a replica), and the topology source is asked to
+// look again. A wrong role stated by the server when connecting was
+// recorded then, and is not recorded again.
+func (s *Set) MarkFailed(h *Host, class hosthealth.Class, err error) {
+	if _, ok := errors.AsType[*hosthealth.RoleError](err); ok && class == hosthealth.Topology {
+		return
+	}
+	s.Observe(h, hoststate.Observation{Kind: hoststate.Failed, Class: class})
+	if class != hosthealth.Topology {
+		s.cfg.Failed(h.Addr, err)
+	}
+	s.cfg.Refresh()
 }
 
 // SetTable publishes a new host table and host set (hoststate.Owner's
