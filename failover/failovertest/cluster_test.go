@@ -360,14 +360,20 @@ func TestCrashPrimaryThenPromote(t *testing.T) {
 	if c.Primary() != nodes[2] || inRecovery(t, ctx, nodes[2]) {
 		t.Fatalf("after Promote(node2): Primary() = %v", c.Primary())
 	}
-	if err := nodes[2].Exec(ctx, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)"); err != nil {
+	checkFollows(t, ctx, c, nodes[2], nodes[1])
+}
+
+// checkFollows checks that standby replays what primary writes.
+func checkFollows(t *testing.T, ctx context.Context, c *failovertest.Cluster, primary, standby *failovertest.Node) {
+	t.Helper()
+	if err := primary.Exec(ctx, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitReplicated(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := scalar[int64](t, ctx, nodes[1], "SELECT count(*) FROM t"); got != 1 {
-		t.Errorf("node1 has %d rows of the new primary's, want 1", got)
+	if got := scalar[int64](t, ctx, standby, "SELECT count(*) FROM t"); got != 1 {
+		t.Errorf("%v has %d rows of the new primary's, want 1", standby, got)
 	}
 }
 
@@ -391,15 +397,7 @@ func TestPromoteWhilePrimaryRuns(t *testing.T) {
 			t.Errorf("%v is in recovery, want it a primary", n)
 		}
 	}
-	if err := nodes[1].Exec(ctx, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitReplicated(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := scalar[int64](t, ctx, nodes[2], "SELECT count(*) FROM t"); got != 1 {
-		t.Errorf("node2 has %d rows of the new primary's, want 1", got)
-	}
+	checkFollows(t, ctx, c, nodes[1], nodes[2])
 }
 
 // TestSwitchover: the primary role moves cleanly and the old primary comes
