@@ -296,11 +296,17 @@ func (o *Owner[T]) publish(old *Routes[T], health *hosthealth.Snapshot, table *T
 	if readsChanged {
 		close(old.Changed)
 	}
-	if !healthChanged {
+	if !rankedChanged {
 		return News[T]{}
 	}
+	// A downtime starts and ends with the rankings, whichever input moved
+	// them; the host changes are those of health alone.
 	now := o.now()
-	return News[T]{Changes: diff(old, next), Ended: o.trackDowntime(old, next, now), At: now}
+	var changes []Change
+	if healthChanged {
+		changes = diff(old, next)
+	}
+	return News[T]{Changes: changes, Ended: o.trackDowntime(old, next, now), At: now}
 }
 
 // trackDowntime starts or ends the downtime after a publication from old

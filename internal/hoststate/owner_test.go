@@ -275,6 +275,31 @@ func TestDowntimeEnds(t *testing.T) {
 	}
 }
 
+// TestDowntimeByTable: a table that alone takes the only usable host out
+// of the rankings (its entry could not be built) starts a downtime, and
+// the table that brings it back ends it, timed on the clock.
+func TestDowntimeByTable(t *testing.T) {
+	hosts := hostsOf("a:5432", "b:5432")
+	o, clk := newOwner(t, hosthealth.TargetPrimary, "", hosts...)
+	answer(o, "a:5432", hosthealth.RolePrimary)
+	answer(o, "b:5432", hosthealth.RoleReplica)
+	clk.Advance(time.Second)
+	without := tableOf(hosts...)
+	without.ByAddr["a:5432"] = nil
+	without.List = without.List[1:]
+	if n := o.SetTable(without, hosts); n.Ended != nil || len(n.Changes) != 0 {
+		t.Fatalf("the table without a: %+v", n)
+	}
+	if r := o.Routes().Ranked[hosthealth.TargetPrimary]; len(r) != 0 {
+		t.Fatalf("a is still ranked: %v", addrs(r))
+	}
+	clk.Advance(700 * time.Millisecond)
+	n := o.SetTable(tableOf(hosts...), hosts)
+	if n.Ended == nil || n.Ended.Host.addr != "a:5432" || n.At.Sub(n.Ended.Since) != 700*time.Millisecond {
+		t.Fatalf("the table with a again: %+v, want the downtime of a ended after 700ms", n)
+	}
+}
+
 // TestWaitForUsableHost: a caller finds no usable replica and waits on
 // the routes' Moved channel; no change can slip between the look and the
 // wait, and an observation that changes nothing wakes nobody.
