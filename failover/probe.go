@@ -31,7 +31,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 		return &FailoverError{Kind: ErrNoHost}
 	}
 	results := make([]hostpool.ProbeResult, len(hosts))
-	ran, refused := probe.First(ctx, p.clock, len(hosts), func(i int) error {
+	ran, refused := probe.First(p.clock, len(hosts), func(i int) error {
 		results[i] = p.hosts.ProbeOnce(ctx, hosts[i], probe.Watch{})
 		return results[i].Err
 	}, func(i int) bool { return hosts[i].Socks.Answered() })

@@ -67,9 +67,8 @@ type LocalFirstConfig struct {
 // runs the discovery rounds they ask for, through the Connector, and
 // reports what happened back to it. It is safe for concurrent use.
 type LocalFirst struct {
-	cfg   LocalFirstConfig
-	fb    *Fallback
-	local string
+	cfg LocalFirstConfig
+	fb  *Fallback // cfg.Fallback
 
 	candidateFailed metric.Int64Counter // pgfailover.fallback.candidate_failures
 
@@ -96,7 +95,7 @@ func NewLocalFirst(cfg LocalFirstConfig) (*LocalFirst, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &LocalFirst{cfg: cfg, fb: cfg.Fallback, local: cfg.Fallback.cfg.Local, candidateFailed: failures}, nil
+	return &LocalFirst{cfg: cfg, fb: cfg.Fallback, candidateFailed: failures}, nil
 }
 
 // Choose returns the address the pool sends a call to (the local server,
@@ -132,7 +131,7 @@ func (lf *LocalFirst) Failed(addr string, err error) {
 	now := lf.cfg.Clock.Now()
 	reason := ReasonOf(err)
 	switch {
-	case addr == lf.local:
+	case addr == lf.fb.cfg.Local:
 		lf.fb.LocalFailed(now, reason)
 	case lf.isActive(addr, now):
 		if lf.fb.CandidateFailed(addr, now, reason) {
@@ -282,7 +281,7 @@ func (lf *LocalFirst) won(addr string) {
 	lf.fb.Won(addr, lf.cfg.Clock.Now())
 	if lf.cfg.Logger != nil {
 		lf.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "pgfailover: local server down; calls go to a fallback host",
-			slog.String("local", lf.local), slog.String("host", addr))
+			slog.String("local", lf.fb.cfg.Local), slog.String("host", addr))
 	}
 	if _, ok := lf.cfg.Connector.Attrs(addr); !ok {
 		return

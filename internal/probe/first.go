@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -32,7 +31,7 @@ const FirstLead = 500 * time.Millisecond
 //
 // First returns how many hosts were probed (the first ran of them), and
 // the host whose server refused the credentials, or -1.
-func First(ctx context.Context, clk clock.Clock, n int, run func(i int) error, spoke func(i int) bool) (ran, refused int) {
+func First(clk clock.Clock, n int, run func(i int) error, spoke func(i int) bool) (ran, refused int) {
 	errs := make([]error, n)
 	done := make(chan int, n)
 	var wg sync.WaitGroup

@@ -146,7 +146,7 @@ func TestFirstSettlesCredentialsOnOneHost(t *testing.T) {
 			clk := clock.NewFake(time.Unix(1000, 0))
 			var mu sync.Mutex
 			var order []int
-			ran, refused := First(context.Background(), clk, len(tc.errs), func(i int) error {
+			ran, refused := First(clk, len(tc.errs), func(i int) error {
 				mu.Lock()
 				order = append(order, i)
 				mu.Unlock()
@@ -168,7 +168,7 @@ func TestFirstSettlesCredentialsOnOneHost(t *testing.T) {
 	started := make(chan int, 2)
 	done := make(chan [2]int)
 	go func() {
-		ran, refused := First(context.Background(), clk, 2, func(i int) error {
+		ran, refused := First(clk, 2, func(i int) error {
 			started <- i
 			<-release[i]
 			return nil

@@ -92,7 +92,7 @@ func (t *Instruments) RegisterHosts(observe func(*Observation)) (metric.Registra
 		observe(&ob)
 		for _, h := range ob.Hosts {
 			server := []attribute.KeyValue{h.Server.address, h.Server.port}
-			o.ObserveInt64(gauge, 1, metric.WithAttributes(DBSystem, h.Server.address, h.Server.port,
+			o.ObserveInt64(gauge, 1, h.Server.With(
 				attribute.String("pgfailover.state", h.State.String()),
 				attribute.String("pgfailover.role", h.Role.String()),
 			))
