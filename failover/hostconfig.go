@@ -35,16 +35,10 @@ func dedupHosts(hosts []Host) []Host {
 
 // hostConfig returns the pgxpool config for host h: a copy of the embedded
 // pgxpool.Config that dials h alone, with h's connection variants
-// (hostpool.Dialing.For). A Host whose Host or Port was changed in code
-// after ParseConfig is dialled where it now says, as a host the string
-// does not name.
+// (hostpool.Dialing.For).
 func (c *Config) hostConfig(h Host) *pgxpool.Config {
-	variants := h.tls
-	if len(variants) > 0 && (variants[0].Host != h.Host || variants[0].Port != h.Port) {
-		variants = nil
-	}
 	d := hostpool.Dialing{Base: c.Config, Template: c.templateTLS, ParsedServerName: c.parsedServerName}
-	return d.For(h.Host, h.Port, variants)
+	return d.For(h.Host, h.Port, h.tls)
 }
 
 // copyHost returns h with its own copies of the TLS variants.

@@ -41,11 +41,7 @@ func (p *Pool) newHostSet() *hostpool.Set {
 		Demoted:             func(addr string) { p.follower().Demoted(addr) },
 		Failed:              func(addr string, err error) { p.steer.failed(addr, err) },
 		Refresh:             p.refreshTopology,
-		PrimarySample: func(addr string, s replica.Sample) {
-			if p.reader != nil { // nil only in tests of the routing alone
-				p.reader.sampler.Observe(addr, s)
-			}
-		},
+		PrimarySample:       func(addr string, s replica.Sample) { p.reader.sampler.Observe(addr, s) },
 	})
 }
 

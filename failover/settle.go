@@ -110,11 +110,7 @@ func (c *call) failedOn(addr string) bool {
 // settled ends a call that met a failover event and cannot complete: the
 // error names the host and, with kind, what the failure means.
 func (c *call) settled(kind, err error) error {
-	addr := ""
-	if c.host != nil {
-		addr = c.host.Addr
-	}
-	he := &HostError{Kind: kind, Addr: addr, Err: err}
+	he := &HostError{Kind: kind, Addr: c.hostAddr(), Err: err}
 	c.finish(he)
 	return he
 }

@@ -129,7 +129,7 @@ func (f *Pool) newConnectChain(w Walk, cc *pgx.ConnConfig) error {
 	}
 
 	first := ch.entries[0].variant
-	cc.Host, cc.Port, cc.TLSConfig = first.Host, first.Port, hostpool.CloneTLS(first.TLSConfig)
+	cc.Host, cc.Port, cc.TLSConfig = first.Host, first.Port, first.TLSConfig.Clone()
 	cc.Fallbacks = nil
 	for _, e := range ch.entries[1:] {
 		cc.Fallbacks = append(cc.Fallbacks, hostpool.CopyFallback(e.variant))

@@ -31,15 +31,17 @@ type Dialing struct {
 // whose Fallbacks are the host's other variants, so a pool never dials a
 // host other than its own.
 //
-// A host without variants (one a topology source named, or one added to
-// Config.Hosts by hand) gets the Template's (see variantsFor).
+// A host without variants of its own (one a topology source named, one
+// added to Config.Hosts by hand, or one whose Host or Port was changed in
+// code after its variants were derived) gets the Template's (see
+// variantsFor).
 func (d Dialing) For(host string, port uint16, variants []*pgconn.FallbackConfig) *pgxpool.Config {
 	pc := d.Base.Copy()
 	cc := pc.ConnConfig
 	cc.ValidateConnect = nil
 	cc.Fallbacks = nil
 
-	if len(variants) == 0 {
+	if len(variants) == 0 || variants[0].Host != host || variants[0].Port != port {
 		variants = d.variantsFor(host, port)
 	}
 	first := variants[0]
@@ -66,7 +68,7 @@ func (d Dialing) tlsFor(v *pgconn.FallbackConfig) *tls.Config {
 	if network, _ := pgconn.NetworkAddress(v.Host, v.Port); network == "unix" {
 		return nil
 	}
-	t := CloneTLS(d.Base.ConnConfig.TLSConfig)
+	t := d.Base.ConnConfig.TLSConfig.Clone()
 	if t == nil {
 		return nil
 	}
@@ -157,22 +159,12 @@ func serverName(host string) string {
 	return host
 }
 
-// CloneTLS returns a copy of t, nil for nil.
-func CloneTLS(t *tls.Config) *tls.Config {
-	if t == nil {
-		return nil
-	}
-	return t.Clone()
-}
-
 // CopyFallback returns a copy of v with its own TLS config, nil for nil.
 func CopyFallback(v *pgconn.FallbackConfig) *pgconn.FallbackConfig {
 	if v == nil {
 		return nil
 	}
 	c := *v
-	if c.TLSConfig != nil {
-		c.TLSConfig = c.TLSConfig.Clone()
-	}
+	c.TLSConfig = c.TLSConfig.Clone()
 	return &c
 }

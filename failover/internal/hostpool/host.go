@@ -59,8 +59,8 @@ func (h *Host) Close() {
 	wg.Wait()
 }
 
-// OpenConns is the number of connections of the host's own pools.
-func (h *Host) OpenConns() int {
+// openConns is the number of connections of the host's own pools.
+func (h *Host) openConns() int {
 	return int(h.Calls.Stat().TotalConns() + h.Reads.Stat().TotalConns())
 }
 

@@ -53,7 +53,7 @@ func (s *Set) Probed(h *Host, r ProbeResult) {
 		if res.Before.State <= hosthealth.Unknown {
 			// The pools let go of the connections just cut, so that
 			// none is counted again when it is next acquired.
-			s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedSilentHost, h.OpenConns())
+			s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedSilentHost, h.openConns())
 			h.Calls.Reset()
 			h.Reads.Reset()
 		}

@@ -170,7 +170,7 @@ func (s *Set) Retire(h *Host) {
 			<-h.probeDone
 		}
 		h.Probe.Close() // its loop closed it, unless it never ran
-		s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedRemoved, h.OpenConns())
+		s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedRemoved, h.openConns())
 		h.Close() // waits for the connections in use to come back
 	})
 }
