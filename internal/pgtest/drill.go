@@ -353,7 +353,7 @@ func (c *Cluster) FollowAll(ctx context.Context, p *Node) error {
 
 // followAll points every running standby except skip at the new primary p.
 // A running node that is not in recovery (an old primary that still runs)
-// is no standby and is left as it is. The standbys followed p's parent
+// is no standby and is left as it is, and so is a frozen node. The standbys followed p's parent
 // timeline; one that received WAL past the branch point could not follow
 // and is rewound (stopped, pg_rewind, restarted).
 func (c *Cluster) followAll(ctx context.Context, p, skip *Node) error {
@@ -362,13 +362,16 @@ func (c *Cluster) followAll(ctx context.Context, p, skip *Node) error {
 		return err
 	}
 	for _, r := range c.nodes {
-		if r == p || r == skip || !r.Running() {
-			continue
+		if r == p || r == skip || !r.Running() || r.Frozen() {
+			continue // a frozen node answers nothing; its role is left as it is
 		}
 		if standby, err := r.InRecovery(ctx); err != nil {
 			return err
 		} else if !standby {
 			continue
+		}
+		if err := c.detachIfUpstreamRuns(ctx, r, p); err != nil {
+			return err
 		}
 		var pos *string
 		err := r.queryRow(ctx, "SELECT GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text", &pos)
@@ -396,6 +399,42 @@ func (c *Cluster) followAll(ctx context.Context, p, skip *Node) error {
 		}
 	}
 	return nil
+}
+
+// detachIfUpstreamRuns stops the standby r from streaming when a primary
+// other than p still runs: otherwise that primary could send r WAL past
+// p's branch point between the look at r's position and its repointing,
+// and r could not follow p. r streams again once repointed.
+func (c *Cluster) detachIfUpstreamRuns(ctx context.Context, r, p *Node) error {
+	upstream := false
+	for _, n := range c.nodes {
+		if n == p || n == r || !n.Running() {
+			continue
+		}
+		if n.Frozen() { // it may be a primary, and send WAL once thawed
+			upstream = true
+			continue
+		}
+		standby, err := n.InRecovery(ctx)
+		if err != nil {
+			return err
+		}
+		upstream = upstream || !standby
+	}
+	if !upstream {
+		return nil
+	}
+	if err := r.Exec(ctx, "ALTER SYSTEM SET primary_conninfo = ''"); err != nil {
+		return err
+	}
+	if err := r.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return err
+	}
+	return r.poll(ctx, "waiting for "+r.name+" to stop streaming", func(ctx context.Context, conn *pgx.Conn) (bool, error) {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_wal_receiver").Scan(&n)
+		return n == 0, err
+	})
 }
 
 // WaitReplicated waits until every running standby has replayed the WAL the
