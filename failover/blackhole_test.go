@@ -82,8 +82,7 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 	// The old primary runs on while the standby is promoted.
 	c := failovertest.Start(t, failovertest.Replicas(1))
 	old, promoted := c.Primary(), c.Replicas()[0]
-	proxy := startProxy(t, old)
-	dsn := strings.Replace(c.ConnString("pool_max_conns=4"), old.Addr(), proxy.Addr(), 1)
+	dsn, proxy := proxiedPrimary(t, c, "pool_max_conns=4")
 	pool, err := failover.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package failover_test
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,17 +20,17 @@ import (
 // counted is what reached the network.
 func countDials(cfg *failover.Config) func(*failovertest.Node) int {
 	var mu sync.Mutex
-	dials := map[int]int{}
+	dials := map[string]int{} // by the address dialled, as Node.Addr gives it
 	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
 		mu.Lock()
 		defer mu.Unlock()
-		dials[int(cc.Port)]++
+		dials[net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))]++
 		return nil
 	}
 	return func(n *failovertest.Node) int {
 		mu.Lock()
 		defer mu.Unlock()
-		return dials[n.Port()]
+		return dials[n.Addr()]
 	}
 }
 

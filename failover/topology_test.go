@@ -3,6 +3,8 @@ package failover_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +33,9 @@ func (f *fakeSource) Watch(ctx context.Context, update func(topology.Topology)) 
 func members(role hosthealth.Role, nodes ...*failovertest.Node) topology.Topology {
 	var t topology.Topology
 	for _, n := range nodes {
-		t.Members = append(t.Members, topology.Member{Host: "127.0.0.1", Port: uint16(n.Port()), Role: role})
+		host, port, _ := net.SplitHostPort(n.Addr()) // where clients reach it
+		p, _ := strconv.Atoi(port)
+		t.Members = append(t.Members, topology.Member{Host: host, Port: uint16(p), Role: role})
 	}
 	return t
 }

@@ -1,7 +1,6 @@
 package patroni
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -140,26 +139,8 @@ type lfHarness struct {
 	clk    *clock.Fake
 	conn   *fakeConnector
 	reader *sdkmetric.ManualReader
-	logs   *syncBuffer
+	logs   *logBuffer
 	stop   context.CancelFunc // ends Life
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // everyCandidate replies for every member of fallbackMembers but the local
@@ -185,7 +166,7 @@ func newLFHarness(t *testing.T, fcfg FallbackConfig, replies map[string]reply) *
 		clk:    clock.NewFake(time.Unix(1e9, 0)),
 		conn:   newFakeConnector(replies),
 		reader: sdkmetric.NewManualReader(),
-		logs:   &syncBuffer{},
+		logs:   &logBuffer{},
 	}
 	life, stop := context.WithCancel(context.Background())
 	var bg sync.WaitGroup

@@ -533,11 +533,7 @@ func TestRestartAndCrash(t *testing.T) {
 	if err := p.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = conn.Exec(ctx, "SELECT 1")
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "57P01" {
-		t.Errorf("a session open across Restart got %v, want SQLSTATE 57P01", err)
-	}
+	wantAdminShutdown(t, ctx, conn, "Restart")
 	if !p.Running() || inRecovery(t, ctx, p) || c.Primary() != p {
 		t.Error("the restarted primary is not a running primary")
 	}
@@ -551,9 +547,7 @@ func TestRestartAndCrash(t *testing.T) {
 	if err := r.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 30*time.Second, "the restarted standby to stream", func() bool {
-		return scalar[int64](t, ctx, r, "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'") == 1
-	})
+	waitStreaming(t, ctx, r, "the restarted standby")
 }
 
 // TestStopStart: Stop shuts a server down cleanly (open sessions get
@@ -567,12 +561,12 @@ func TestStopStart(t *testing.T) {
 	p, r := c.Primary(), c.Replicas()[0]
 
 	// ConnStringFor names the nodes given, in their order, and no other.
+	if both := c.ConnStringFor([]*failovertest.Node{r, p}, ""); !(strings.Index(both, r.Addr()) >= 0 && strings.Index(both, r.Addr()) < strings.Index(both, p.Addr())) {
+		t.Errorf("ConnStringFor(replica, primary) = %q, want the replica first", both)
+	}
 	dsn := c.ConnStringFor([]*failovertest.Node{r}, "")
 	if !strings.Contains(dsn, r.Addr()) || strings.Contains(dsn, p.Addr()) {
 		t.Fatalf("ConnStringFor(replica) = %q", dsn)
-	}
-	if want := c.ConnStringFor(c.Nodes(), "x=1"); c.ConnString("x=1") != want {
-		t.Errorf("ConnString %q, ConnStringFor every node %q", c.ConnString("x=1"), want)
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -601,11 +595,7 @@ func TestStopStart(t *testing.T) {
 	if err := r.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = conn.Exec(ctx, "SELECT 1")
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "57P01" {
-		t.Errorf("a session open across Stop got %v, want SQLSTATE 57P01", err)
-	}
+	wantAdminShutdown(t, ctx, conn, "Stop")
 	if r.Running() {
 		t.Fatal("the stopped standby runs")
 	}
@@ -621,9 +611,7 @@ func TestStopStart(t *testing.T) {
 	if err := r.Start(ctx); err == nil {
 		t.Error("starting a running node succeeded")
 	}
-	waitUntil(t, 30*time.Second, "the started standby to stream", func() bool {
-		return scalar[int64](t, ctx, r, "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'") == 1
-	})
+	waitStreaming(t, ctx, r, "the started standby")
 
 	// The primary: down until Start, still the primary after it.
 	if err := p.Stop(ctx); err != nil {
@@ -653,4 +641,23 @@ func TestNotANode(t *testing.T) {
 	if err := a.Promote(ctx, nil); err == nil {
 		t.Error("Promote(nil) succeeded")
 	}
+}
+
+// wantAdminShutdown checks that conn, a session open across what (a
+// clean shutdown of its server), was ended with SQLSTATE 57P01.
+func wantAdminShutdown(t *testing.T, ctx context.Context, conn *pgx.Conn, what string) {
+	t.Helper()
+	_, err := conn.Exec(ctx, "SELECT 1")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "57P01" {
+		t.Errorf("a session open across %s got %v, want SQLSTATE 57P01", what, err)
+	}
+}
+
+// waitStreaming waits until the standby r streams from its primary.
+func waitStreaming(t *testing.T, ctx context.Context, r *failovertest.Node, what string) {
+	t.Helper()
+	waitUntil(t, 30*time.Second, what+" to stream", func() bool {
+		return scalar[int64](t, ctx, r, "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'") == 1
+	})
 }

@@ -86,13 +86,7 @@ func TestLoop(t *testing.T) {
 	// sleeping waits until the loop sleeps on a timer.
 	sleeping := func() {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for clk.Timers() == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the loop never slept")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitTimer(t, clk, "the loop never slept")
 	}
 	expectProbe := func(step string) {
 		t.Helper()
@@ -175,23 +169,42 @@ func TestFirstSettlesCredentialsOnOneHost(t *testing.T) {
 		}, func(int) bool { return false })
 		done <- [2]int{ran, refused}
 	}()
-	if i := <-started; i != 0 {
+	if i := receive(t, started, "the first probe"); i != 0 {
 		t.Fatalf("host %d probed first", i)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for clk.Timers() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("First never waited for the silent host")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitTimer(t, clk, "First never waited for the silent host")
 	clk.Advance(FirstLead)
-	if i := <-started; i != 1 {
+	if i := receive(t, started, "the second probe"); i != 1 {
 		t.Fatalf("host %d probed second", i)
 	}
 	close(release[0])
 	close(release[1])
-	if got := <-done; got != [2]int{2, -1} {
+	if got := receive(t, done, "First's return"); got != [2]int{2, -1} {
 		t.Errorf("a silent host: ran, refused = %v, want [2 -1]", got)
+	}
+}
+
+// waitTimer waits, up to 10 s, until something sleeps on one of clk's
+// timers, and fails the test with msg otherwise.
+func waitTimer(t *testing.T, clk *clock.Fake, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for clk.Timers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// receive returns the next value on ch, failing the test after 10 s.
+func receive[V any](t *testing.T, ch <-chan V, what string) V {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s within 10s", what)
+		panic("unreachable")
 	}
 }

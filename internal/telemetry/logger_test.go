@@ -82,9 +82,17 @@ func TestLogLines(t *testing.T) {
 	}
 }
 
-// TestSilentLogger: without a *slog.Logger nothing is written, and
-// nothing panics.
+// TestSilentLogger: without a *slog.Logger nothing is written, not even
+// to slog's default logger, and nothing panics.
 func TestSilentLogger(t *testing.T) {
+	var out bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&out, nil)))
+	defer func() {
+		if out.Len() > 0 {
+			t.Errorf("a Logger without a *slog.Logger wrote:\n%s", out.String())
+		}
+	}()
 	for _, l := range []Logger{{}, NewLogger(nil, clock.Real())} {
 		l.Info("x")
 		l.Warn("k", "x")
