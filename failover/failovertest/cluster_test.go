@@ -561,7 +561,7 @@ func TestStopStart(t *testing.T) {
 	p, r := c.Primary(), c.Replicas()[0]
 
 	// ConnStringFor names the nodes given, in their order, and no other.
-	if both := c.ConnStringFor([]*failovertest.Node{r, p}, ""); !(strings.Index(both, r.Addr()) >= 0 && strings.Index(both, r.Addr()) < strings.Index(both, p.Addr())) {
+	if both := c.ConnStringFor([]*failovertest.Node{r, p}, ""); !strings.Contains(both, r.Addr()) || strings.Index(both, r.Addr()) > strings.Index(both, p.Addr()) {
 		t.Errorf("ConnStringFor(replica, primary) = %q, want the replica first", both)
 	}
 	dsn := c.ConnStringFor([]*failovertest.Node{r}, "")
