@@ -111,6 +111,10 @@ type Cluster struct {
 	// it.
 	drill sync.Mutex
 
+	epMu      sync.Mutex // guards endpoints and epClosed
+	endpoints map[*Endpoint]struct{}
+	epClosed  bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -181,11 +185,12 @@ func wrap(pc *pgtest.Cluster, o options) (*Cluster, error) {
 	return c, nil
 }
 
-// Close stops every server and removes the cluster's files. Start's
-// cleanup calls it; programs call it themselves. It is safe to call more
-// than once.
+// Close closes the cluster's endpoints, stops every server and removes
+// the cluster's files. Start's cleanup calls it; programs call it
+// themselves. It is safe to call more than once.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
+		c.closeEndpoints()
 		c.closeProxies()
 		c.closeErr = c.pc.Close()
 	})

@@ -48,6 +48,11 @@
 //     and the application connects through it: Node.SetBlackhole cuts the
 //     network to a server that runs on, Node.SetLatency slows it down,
 //     Node.ResetConnections resets every connection to it.
+//   - Cluster.Endpoint puts one address in front of a node, as a writer
+//     endpoint, a Kubernetes Service or HAProxy does (or in front of
+//     several, taken in turn, as a reader endpoint): Endpoint.MoveTo sends
+//     new connections elsewhere while open ones stay on their server, and
+//     Endpoint.Cut closes the open ones.
 //
 // # Servers
 //

@@ -1,6 +1,7 @@
 // Package faultproxy is a TCP proxy for tests that puts network faults
-// between a client and one upstream server: added latency, a blackhole, a
-// reset of every connection, and a cut of every connection.
+// between a client and an upstream server: added latency, a blackhole, a
+// reset of every connection, and a cut of every connection. It can also
+// move new connections to another upstream, or spread them over several.
 //
 // A [Proxy] listens on a local port and, for each connection it accepts,
 // dials the upstream and copies bytes both ways. Its faults apply to the
@@ -21,6 +22,11 @@
 //     kernel does.
 //   - [Proxy.Cut] closes every connection as an orderly close would, each
 //     way; new connections are accepted as before.
+//
+// [Proxy.SetUpstream] changes where new connections go, as a load
+// balancer or a DNS name moved to another server does: those accepted
+// after it dial the new upstream, or each the next of several in turn,
+// while open connections stay with the upstream they dialed.
 //
 // [Proxy.Close] stops listening, closes every connection and returns once
 // every goroutine of the proxy has ended.

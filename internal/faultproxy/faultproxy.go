@@ -19,12 +19,11 @@ const (
 	queueLen = 64
 )
 
-// Proxy is a TCP proxy from a local address to one upstream address, with
-// faults that can be switched on and off while connections are open. Its
-// methods are safe for concurrent use.
+// Proxy is a TCP proxy from a local address to an upstream address, or
+// to several taken in turn, with faults that can be switched on and off
+// while connections are open. Its methods are safe for concurrent use.
 type Proxy struct {
-	ln       net.Listener
-	upstream string
+	ln net.Listener
 	// ctx ends the dials to the upstream in flight when Close is called.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -33,7 +32,11 @@ type Proxy struct {
 	// dropped counts the bytes the blackhole dropped.
 	dropped atomic.Int64
 
-	mu        sync.Mutex // guards the fields below; no I/O while held
+	mu sync.Mutex // guards the fields below; no I/O while held
+	// upstreams are the addresses new connections dial, in turn; next is
+	// the index of the one the next connection dials.
+	upstreams []string
+	next      int
 	latency   time.Duration
 	blackhole bool
 	// lifted is closed when the blackhole ends; a new one is made when it
@@ -83,12 +86,12 @@ func New(upstream string) (*Proxy, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
-		ln:       ln,
-		upstream: upstream,
-		ctx:      ctx,
-		cancel:   cancel,
-		lifted:   make(chan struct{}),
-		links:    map[*link]struct{}{},
+		ln:        ln,
+		upstreams: []string{upstream},
+		ctx:       ctx,
+		cancel:    cancel,
+		lifted:    make(chan struct{}),
+		links:     map[*link]struct{}{},
 	}
 	close(p.lifted) // no blackhole yet
 	p.wg.Go(p.accept)
@@ -97,6 +100,32 @@ func New(upstream string) (*Proxy, error) {
 
 // Addr is the proxy's address, host:port, for clients to dial.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetUpstream points the connections accepted from then on at addrs
+// (host:port each): with one address every new connection dials it; with
+// several, each new connection dials the next one in turn, starting again
+// from the first; with none, new connections are accepted and closed at
+// once. Open connections stay with the upstream they dialed.
+func (p *Proxy) SetUpstream(addrs ...string) {
+	addrs = append([]string(nil), addrs...)
+	p.mu.Lock()
+	p.upstreams = addrs
+	p.next = 0
+	p.mu.Unlock()
+}
+
+// pickUpstream returns the address the connection just accepted dials,
+// or "" when there is none.
+func (p *Proxy) pickUpstream() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.upstreams) == 0 {
+		return ""
+	}
+	addr := p.upstreams[p.next%len(p.upstreams)]
+	p.next = (p.next + 1) % len(p.upstreams)
+	return addr
+}
 
 // SetLatency delays every byte read from then on by d in each direction;
 // 0 ends the delay. A request and its answer take 2d longer.
@@ -185,15 +214,21 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // Close closed the listener
 		}
-		p.wg.Go(func() { p.serve(c.(*net.TCPConn)) })
+		// The upstream is chosen here, in the order of the accepts.
+		upstream := p.pickUpstream()
+		if upstream == "" {
+			c.Close()
+			continue
+		}
+		p.wg.Go(func() { p.serve(c.(*net.TCPConn), upstream) })
 	}
 }
 
-// serve dials the upstream for client and copies both ways until the link
+// serve dials upstream for client and copies both ways until the link
 // closes.
-func (p *Proxy) serve(client *net.TCPConn) {
+func (p *Proxy) serve(client *net.TCPConn, upstream string) {
 	var d net.Dialer
-	s, err := d.DialContext(p.ctx, "tcp", p.upstream)
+	s, err := d.DialContext(p.ctx, "tcp", upstream)
 	if err != nil {
 		client.Close()
 		return

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"runtime"
 	"sync"
 	"syscall"
@@ -430,4 +431,84 @@ func TestCloseJoinsGoroutines(t *testing.T) {
 		t.Error("the proxy's port still accepts after Close")
 	}
 	goleak.VerifyNone(t, before)
+}
+
+// acceptedBy returns the index in us of the upstream that accepts the
+// next connection, with that connection.
+func acceptedBy(t *testing.T, us ...*upstream) (int, *net.TCPConn) {
+	t.Helper()
+	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(deadline))}}
+	for _, u := range us {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(u.conns)})
+	}
+	i, v, _ := reflect.Select(cases)
+	if i == 0 {
+		t.Fatal("no upstream accepted a connection")
+	}
+	return i - 1, v.Interface().(*net.TCPConn)
+}
+
+// SetUpstream sends the connections accepted after it to the new
+// upstream, or to several in turn, or closes them when there is none;
+// open connections stay with the upstream they dialed.
+func TestSetUpstream(t *testing.T) {
+	us := []*upstream{startUpstream(t, false), startUpstream(t, false), startUpstream(t, false)}
+	p := startProxy(t, us[0])
+
+	first := dial(t, p)
+	i, firstUp := acceptedBy(t, us...)
+	if i != 0 {
+		t.Fatalf("the first connection reached upstream %d, want 0", i)
+	}
+	send(t, first, "to-0")
+	expect(t, firstUp, "to-0")
+
+	p.SetUpstream(us[1].addr())
+	for range 2 {
+		c := dial(t, p)
+		i, s := acceptedBy(t, us...)
+		if i != 1 {
+			t.Fatalf("a connection after SetUpstream(1) reached upstream %d", i)
+		}
+		send(t, c, "to-1")
+		expect(t, s, "to-1")
+	}
+
+	p.SetUpstream(us[2].addr(), us[0].addr(), us[1].addr())
+	for k, want := range []int{2, 0, 1, 2, 0, 1} {
+		c := dial(t, p)
+		i, s := acceptedBy(t, us...)
+		if i != want {
+			t.Fatalf("connection %d over three upstreams reached upstream %d, want %d", k, i, want)
+		}
+		send(t, s, "hello")
+		expect(t, c, "hello")
+	}
+
+	// Each call starts again from its first address.
+	p.SetUpstream(us[1].addr(), us[2].addr())
+	dial(t, p)
+	if i, _ := acceptedBy(t, us...); i != 1 {
+		t.Fatalf("the first connection after SetUpstream(1, 2) reached upstream %d", i)
+	}
+
+	// No upstream: a new connection is accepted and closed, and dials
+	// nothing.
+	p.SetUpstream()
+	if err := readErr(t, dial(t, p)); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a connection with no upstream: %v; want it closed", err)
+	}
+	for i, u := range us {
+		select {
+		case <-u.conns:
+			t.Errorf("upstream %d accepted a connection with no upstream set", i)
+		default:
+		}
+	}
+
+	// The first connection stayed on upstream 0 throughout.
+	send(t, first, "still-0")
+	expect(t, firstUp, "still-0")
+	send(t, firstUp, "from-0")
+	expect(t, first, "from-0")
 }
