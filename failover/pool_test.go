@@ -144,10 +144,11 @@ type writer struct {
 	next   atomic.Int64
 	ledger writeLedger // what every write returned, for checkAcked
 
-	mu     sync.Mutex // guards the fields below
-	acked  []int64
-	errs   []error
-	lastOK time.Time
+	mu      sync.Mutex // guards the fields below
+	acked   []int64
+	ackedAt []time.Time // when each of acked returned
+	errs    []error
+	lastOK  time.Time
 }
 
 // startWriters creates the table writes and starts n writers on it. They
@@ -177,11 +178,25 @@ func (w *writer) write(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil {
-		w.acked = append(w.acked, id)
 		w.lastOK = time.Now()
+		w.acked = append(w.acked, id)
+		w.ackedAt = append(w.ackedAt, w.lastOK)
 	} else {
 		w.errs = append(w.errs, err)
 	}
+}
+
+// firstAckAfter returns when the first write acknowledged after t
+// returned, and false when none was.
+func (w *writer) firstAckAfter(t time.Time) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, at := range w.ackedAt {
+		if at.After(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func (w *writer) okCount() int {

@@ -32,7 +32,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 	}
 	results := make([]hostpool.ProbeResult, len(hosts))
 	ran, refused := probe.First(p.clock, len(hosts), func(i int) error {
-		results[i] = p.hosts.ProbeOnce(ctx, hosts[i], probe.Watch{})
+		results[i] = p.hosts.ProbeOnce(ctx, hosts[i], probe.Plan{})
 		return results[i].Err
 	}, func(i int) bool { return hosts[i].Socks.Answered() })
 	for i := range ran {

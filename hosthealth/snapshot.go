@@ -29,6 +29,11 @@ type HostStatus struct {
 	Claimed Role      // role the topology source claims; a hint
 	Zone    string    // last known zone: configured, or later advertised; "" if none
 	Since   time.Time // when State or Role last changed
+	// Server is the server the host's name last led to, as that server
+	// names itself (its address and port); "" until one said. Behind a
+	// name that moves (an endpoint, a Service, a DNS name) it changes
+	// while Addr stays.
+	Server string
 }
 
 // role is the role to rank the host by: the server's own report, else the
@@ -144,6 +149,18 @@ func (s *Snapshot) ObserveZone(addr, zone string) *Snapshot {
 	}
 	return s.update(addr, func(h *HostStatus, outage bool) bool {
 		h.Zone = zone
+		return outage
+	})
+}
+
+// ObserveServer returns the state after a connection to addr reached the
+// server that names itself server. An empty name changes nothing.
+func (s *Snapshot) ObserveServer(addr, server string) *Snapshot {
+	if i, ok := s.index[addr]; !ok || server == "" || s.hosts[i].Server == server {
+		return s
+	}
+	return s.update(addr, func(h *HostStatus, outage bool) bool {
+		h.Server = server
 		return outage
 	})
 }

@@ -134,8 +134,9 @@ type News[T any] struct {
 	At    time.Time // when the Routes were published, on the Owner's clock
 }
 
-// Change is one host's status before and after a publication. A host
-// added has Added set; one removed, Removed.
+// Change is one host's status before and after a publication: its state,
+// its role, or the server its name leads to (once one was known) changed.
+// A host added has Added set; one removed, Removed.
 type Change struct {
 	Before, After  hosthealth.HostStatus
 	Added, Removed bool
@@ -199,7 +200,7 @@ func (o *Owner[T]) Observe(ob Observation) Result[T] {
 			res.Dropped = true
 			break
 		}
-		health = health.ObserveZone(ob.Addr, r.Zone)
+		health = health.ObserveZone(ob.Addr, r.Zone).ObserveServer(ob.Addr, r.Server)
 		switch r.Role {
 		case hosthealth.RoleUnknown:
 			lagChanged = o.lag.Unknown(ob.Addr)
@@ -339,7 +340,7 @@ func diff[T any](old, next *Routes[T]) []Change {
 			}
 			continue
 		}
-		if before.State != after.State || before.Role != after.Role {
+		if before.State != after.State || before.Role != after.Role || before.Server != "" && before.Server != after.Server {
 			out = append(out, Change{Before: before, After: after})
 		}
 	}

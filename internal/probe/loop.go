@@ -24,8 +24,8 @@ type Host interface {
 	Watchable() bool
 	// Probe runs one probe under plan and records what it found; waiting
 	// says whether calls wait for a usable host as it begins. It returns
-	// the probe's error, nil when the server answered.
-	Probe(ctx context.Context, plan Watch, waiting bool) error
+	// what the probe came to (OutcomeOf its error, or Lagging).
+	Probe(ctx context.Context, plan Plan, waiting bool) Outcome
 }
 
 // Loop probes one host on a Schedule until its context ends.
@@ -40,7 +40,9 @@ type Loop struct {
 
 // Run runs the loop: every Schedule.Idle while no call waits, faster while
 // calls wait for a usable host, with a backoff of its own while the host
-// cannot be reached, and at once on a hint. It returns when ctx ends.
+// cannot be reached, through fresh connections while the host's name may
+// lag behind a promotion, and at once on a hint. It returns when ctx
+// ends.
 func (l Loop) Run(ctx context.Context) {
 	s, clk, h := l.Schedule, l.Clock, l.Host
 	st := State{Last: clk.Now()}
@@ -68,9 +70,15 @@ func (l Loop) Run(ctx context.Context) {
 		}
 		st.Began = clk.Now()
 		w = h.Wait()
-		plan := s.Watch(st, w, h.ClaimedPrimary(), h.Watchable(), st.Began)
-		err := h.Probe(ctx, plan, w.Waiting)
-		st = s.Observe(st, OutcomeOf(err), clk.Now())
+		plan := Plan{
+			Watch: s.Watch(st, w, h.ClaimedPrimary(), h.Watchable(), st.Began),
+			Fresh: s.Fresh(st, w, st.Began),
+		}
+		if plan.Fresh {
+			st.FreshAt = time.Time{} // the next one is drawn from this probe's end
+		}
+		o := h.Probe(ctx, plan, w.Waiting)
+		st = s.Observe(st, o, w, clk.Now())
 	}
 }
 

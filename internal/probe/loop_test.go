@@ -59,14 +59,14 @@ func (h *loopHost) Wait() Wait {
 }
 func (h *loopHost) ClaimedPrimary() bool { return false }
 func (h *loopHost) Watchable() bool      { return false }
-func (h *loopHost) Probe(ctx context.Context, _ Watch, _ bool) error {
+func (h *loopHost) Probe(ctx context.Context, _ Plan, _ bool) Outcome {
 	answer := make(chan error)
 	select {
 	case h.probes <- answer:
 	case <-ctx.Done():
-		return ctx.Err()
+		return OutcomeOf(ctx.Err())
 	}
-	return <-answer
+	return OutcomeOf(<-answer)
 }
 
 // TestLoop drives a probe loop on a fake clock: it probes every Idle,

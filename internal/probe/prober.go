@@ -47,14 +47,16 @@ var probeReadOnly = `pg_is_in_recovery() OR (current_setting('default_transactio
 
 // probeColumns are probeSQL's answer: whether the server is read-only, its
 // zone, its WAL position, its WAL block size, how far it received WAL,
-// whether it receives WAL now, and whether it replicates synchronously.
+// whether it receives WAL now, whether it replicates synchronously, and
+// the server the connection reached (ServerSQL).
 var probeColumns = probeReadOnly + `,
 	current_setting('pgfailover.zone', true),
 	` + WALSQL + `,
 	current_setting('wal_block_size')::int,
 	` + ReceivedSQL + `,
 	` + ReceivingSQL + `,
-	current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') IN ('on', 'remote_apply')`
+	current_setting('synchronous_standby_names') <> '' AND current_setting('synchronous_commit') IN ('on', 'remote_apply'),
+	` + ServerSQL
 
 // The WAL a server holds, as probeSQL asks for it: WALSQL its position
 // (how far it replayed, in recovery; else its insert position);
@@ -72,8 +74,18 @@ const (
 	ReceivingSQL = `CASE WHEN pg_is_in_recovery() THEN (pg_stat_get_wal_receiver()).pid IS NOT NULL ELSE false END`
 )
 
+// ServerSQL names the server a connection reached, whatever name or
+// forwarder led there: the address and port it accepted the connection
+// on, as host:port (an IPv6 address in brackets). It is NULL on a Unix
+// socket. Behind a name that moves (a cloud endpoint, a Kubernetes
+// Service, a DNS name) it is how the Pool tells that the name leads to
+// another server.
+const ServerSQL = `CASE WHEN inet_server_addr() IS NULL THEN NULL
+	WHEN family(inet_server_addr()) = 6 THEN '[' || host(inet_server_addr()) || ']:' || inet_server_port()
+	ELSE host(inet_server_addr()) || ':' || inet_server_port() END`
+
 // probeWidth is the number of probeColumns.
-const probeWidth = 7
+const probeWidth = 8
 
 // watchSQL is probeSQL asked after a wait on the server: while the server
 // stays read-only it sleeps $2 seconds at a time, $1 times at most, and it
@@ -123,16 +135,33 @@ type Result struct {
 	Received  replica.LSN
 	Receiving bool
 	Sync      bool
-	Err       error
+	// Server is the server the probe's connection reached (ServerSQL),
+	// "" when it did not say.
+	Server string
+	Err    error
 }
 
-// Run asks the host, connecting first when needed: connecting is bounded
-// by connectTimeout, the question by answerTimeout, and a watch (see
-// Watch) by its own length on top. A server that refuses the watch is
-// asked again at once without one, and polled from then on.
-func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout, answerTimeout time.Duration, watch Watch) Result {
+// Plan is how one probe is sent: whether it waits on the server (Watch),
+// and whether it first gives up the probe's connection and opens another
+// through the host's name (Fresh), so that a name that now leads to
+// another server is followed there.
+type Plan struct {
+	Watch Watch
+	Fresh bool
+}
+
+// Run asks the host under plan, connecting first when needed or when the
+// plan asks for a fresh connection: connecting is bounded by
+// connectTimeout, the question by answerTimeout, and a watch (see Watch)
+// by its own length on top. A server that refuses the watch is asked
+// again at once without one, and polled from then on.
+func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout, answerTimeout time.Duration, plan Plan) Result {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	watch := plan.Watch
+	if plan.Fresh {
+		pr.closeLocked()
+	}
 	if pr.conn == nil || pr.conn.IsClosed() {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
@@ -181,6 +210,7 @@ func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout,
 	return Result{
 		Role: hosthealth.RecoveryRole(string(row[0]) == "t"), Zone: string(row[1]), WAL: wal, Asked: asked,
 		Received: received, Receiving: string(row[5]) == "t", Sync: string(row[6]) == "t",
+		Server: string(row[7]),
 	}
 }
 

@@ -31,7 +31,7 @@ func TestProbeStatementsForgotten(t *testing.T) {
 	defer pr.Close()
 	probe := func(what string) {
 		t.Helper()
-		r := pr.Run(ctx, time.Now, 5*time.Second, 5*time.Second, Watch{})
+		r := pr.Run(ctx, time.Now, 5*time.Second, 5*time.Second, Plan{})
 		if r.Err != nil || r.Role != hosthealth.RolePrimary {
 			t.Fatalf("%s: role %v, error %v; want the primary's answer", what, r.Role, r.Err)
 		}

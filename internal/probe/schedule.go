@@ -37,11 +37,27 @@ import (
 //     the defaults); a host that cannot be reached keeps its backoff,
 //     started again from the first step. Its server's answer still decides
 //     its role;
-//   - the host could not be reached (refused, timed out, reset, refusing
-//     for now): a backoff of its own on the module's one curve
-//     (backoff.Exponential), backoffInitial doubling with each
-//     failure up to backoffMax (and never beyond idle), each step
-//     jittered into [½, 1] (backoff.DrawEqual);
+//   - calls wait for a primary, and the host's name leads to a standby
+//     that streams WAL from a primary elsewhere (Lagging): the name may
+//     lag behind a promotion (a cloud endpoint, a Kubernetes Service or a
+//     DNS name that still leads to the old primary). Besides the watch,
+//     the probe then gives up its connection and opens another through
+//     the name every followInterval of the wait's age, jittered into
+//     [½, 1]: followFloor at first, growing to idle in a wait that goes
+//     on (see Fresh). A login costs the server far more than a probe's
+//     round trip, so this is the only case that reconnects a host that
+//     answers;
+//   - the host could not be reached (refused, timed out, reset): a
+//     backoff of its own on the module's one curve
+//     (backoff.Exponential), backoffInitial doubling with each failure up
+//     to backoffMax (and never beyond idle), each step jittered into
+//     [½, 1] (backoff.DrawEqual); while calls wait, up to waitBackoffMax
+//     only, so that a name that starts leading to a live server is
+//     followed within that: an address where nothing listens costs no
+//     server anything;
+//   - the server refused for now (too many clients, starting up: Busy):
+//     the same backoff up to backoffMax, waiting or not, so that a full
+//     server is not stormed;
 //   - the server refused the credentials or the database: every idle,
 //     waiting or not; faster would only fill the server's log.
 //
@@ -66,6 +82,20 @@ const (
 	// first second and then 2-4 times a second.
 	backoffInitial = 5 * time.Millisecond
 	backoffMax     = 500 * time.Millisecond
+	// waitBackoffMax bounds that backoff while calls wait: a name that
+	// moves from a dead server to a live one is followed within it (a
+	// dial to an address where nothing listens costs no server anything;
+	// through a forwarder, one accept).
+	waitBackoffMax = 100 * time.Millisecond
+	// followFloor and followGrowth shape the interval between the fresh
+	// connections of a Lagging host: the wait's age divided by
+	// followGrowth, at least followFloor, at most idle. A login costs
+	// the server 20-30 ms of CPU on the test machine (a fork there costs
+	// 20 ms; 1-3 ms on common hardware), 100 times a probe's round trip:
+	// about 10 logins a second for the first few seconds of a wait, then
+	// fewer, bound what a Pool costs the server its name leads to.
+	followFloor  = 50 * time.Millisecond
+	followGrowth = 50
 )
 
 // Outcome is what a host's last probe came to, as the schedule sees
@@ -75,11 +105,16 @@ type Outcome int
 const (
 	// Answered: the server answered (or the host was not probed yet).
 	Answered Outcome = iota
-	// Failed: the host could not be reached, the connection broke,
-	// or the server refused for now (starting up, too many clients).
+	// Failed: the host could not be reached, or the connection broke.
 	Failed
 	// Refused: the server refused the credentials or the database.
 	Refused
+	// Busy: the server refused for now (too many clients, starting up).
+	Busy
+	// Lagging: the server answered as a standby that streams WAL from a
+	// primary elsewhere, while the Pool needs a primary: the host's name
+	// may lag behind a promotion, and is followed (see Schedule.Fresh).
+	Lagging
 )
 
 // String returns the outcome's name.
@@ -91,17 +126,25 @@ func (o Outcome) String() string {
 		return "failed"
 	case Refused:
 		return "refused"
+	case Busy:
+		return "busy"
+	case Lagging:
+		return "lagging"
 	}
 	return "Outcome(?)"
 }
 
-// OutcomeOf sorts a probe's error into a Outcome.
+// OutcomeOf sorts a probe's error into an Outcome: Answered, Refused,
+// Busy or Failed. Whether an answer is Lagging is the caller's to say.
 func OutcomeOf(err error) Outcome {
-	switch {
-	case err == nil:
+	if err == nil {
 		return Answered
-	case hosthealth.Classify(err) == hosthealth.Terminal:
+	}
+	switch hosthealth.Classify(err) {
+	case hosthealth.Terminal:
 		return Refused
+	case hosthealth.Transient:
+		return Busy
 	}
 	return Failed
 }
@@ -111,7 +154,10 @@ type State struct {
 	Outcome  Outcome   // of the last probe
 	Failures int       // consecutive failed probes, up to the last
 	Last     time.Time // when the last probe ended; zero before the first
-	RetryAt  time.Time // with Failed: when the host's backoff ends
+	RetryAt  time.Time // with Failed or Busy: when the host's backoff ends
+	// FreshAt, with Lagging, is when the probe next opens a fresh
+	// connection through the host's name; zero until it is drawn.
+	FreshAt time.Time
 	// HintPending says that a hint came after the last probe: the next
 	// probe is due at once. HintAt is when the last hint came; zero before.
 	HintPending bool
@@ -126,16 +172,47 @@ type Wait struct {
 	Since   time.Time // when the number of waiting calls last rose from zero
 }
 
-// Observe returns st after a probe that ended at now with outcome o.
-func (s Schedule) Observe(st State, o Outcome, now time.Time) State {
+// Observe returns st after a probe that ended at now with outcome o; w is
+// whether calls waited as it began. A probe sent on a fresh connection
+// (Plan.Fresh) is observed with st.FreshAt cleared, so that the next one
+// is drawn from now.
+func (s Schedule) Observe(st State, o Outcome, w Wait, now time.Time) State {
 	st.Outcome, st.Last, st.RetryAt, st.HintPending = o, now, time.Time{}, false
-	if o != Failed {
+	if o == Lagging {
+		if st.FreshAt.IsZero() {
+			st.FreshAt = now.Add(s.jitter(s.followInterval(w, now)))
+		}
+	} else {
+		st.FreshAt = time.Time{}
+	}
+	if o != Failed && o != Busy {
 		st.Failures = 0
 		return st
 	}
 	st.Failures++
-	st.RetryAt = now.Add(s.jitter(s.backoff().Base(st.Failures)))
+	curve := s.backoff()
+	if o == Failed && w.Waiting {
+		curve.Max = min(curve.Max, waitBackoffMax)
+	}
+	st.RetryAt = now.Add(s.jitter(curve.Base(st.Failures)))
 	return st
+}
+
+// followInterval is the interval between two fresh connections of a
+// Lagging host as of now, before jitter: the wait's age over followGrowth,
+// at least followFloor, at most idle; idle while no call waits.
+func (s Schedule) followInterval(w Wait, now time.Time) time.Duration {
+	if !w.Waiting {
+		return s.Idle
+	}
+	return min(max(now.Sub(w.Since)/followGrowth, followFloor), max(s.Idle, followFloor))
+}
+
+// Fresh reports whether the probe sent at now opens a fresh connection
+// through the host's name: while calls wait, for a Lagging host whose
+// next fresh connection is due.
+func (s Schedule) Fresh(st State, w Wait, now time.Time) bool {
+	return st.Outcome == Lagging && w.Waiting && !st.FreshAt.IsZero() && !now.Before(st.FreshAt)
 }
 
 // backoff is the curve of a host that cannot be reached:
@@ -151,7 +228,7 @@ func (s Schedule) backoff() backoff.Exponential {
 // moves the question forward.
 func (s Schedule) Hinted(st State, now time.Time) State {
 	st.Failures, st.RetryAt, st.HintPending, st.HintAt = 0, time.Time{}, true, now
-	if st.Outcome == Failed {
+	if st.Outcome == Failed || st.Outcome == Busy {
 		st.Outcome = Answered // no backoff left to honour
 	}
 	return st
@@ -168,12 +245,16 @@ func (s Schedule) Next(st State, w Wait, claimedPrimary bool, now time.Time) tim
 		return now
 	case st.Outcome == Refused || (!w.Waiting && !following):
 		return st.Last.Add(s.Idle)
-	case st.Outcome == Failed:
+	case st.Outcome == Failed || st.Outcome == Busy:
 		return st.RetryAt
 	case !w.Waiting:
 		return st.Last.Add(s.jitter(min(max(st.Last.Sub(st.HintAt), backoffInitial), s.Idle)))
 	}
-	return st.Last.Add(s.jitter(s.waitInterval(now.Sub(s.curveStart(st, w, claimedPrimary)))))
+	at := st.Last.Add(s.jitter(s.waitInterval(now.Sub(s.curveStart(st, w, claimedPrimary)))))
+	if st.Outcome == Lagging && !st.FreshAt.IsZero() && st.FreshAt.Before(at) {
+		return st.FreshAt
+	}
+	return at
 }
 
 // following reports whether a topology source named the host with state
@@ -221,14 +302,20 @@ const (
 // host is then asked whether it is still read-only every
 // waitInterval/watchChecksPerInterval (never below Floor; the curve
 // starts again when a source names the host the primary, as in next), on
-// the server, for about watchSpan, and it answers at once when it is no
-// longer. Otherwise the plan is zero and the host is polled.
+// the server, for about watchSpan (a Lagging host: at most one
+// followInterval, when its next fresh connection is due), and it answers
+// at once when it is no longer. Otherwise the plan is zero and the host is polled.
 func (s Schedule) Watch(st State, w Wait, claimedPrimary, promotable bool, now time.Time) Watch {
-	if !promotable || !w.Waiting || st.Outcome != Answered {
+	if !promotable || !w.Waiting || (st.Outcome != Answered && st.Outcome != Lagging) {
 		return Watch{}
 	}
 	step := max(Floor, s.waitInterval(now.Sub(s.curveStart(st, w, claimedPrimary)))/watchChecksPerInterval)
-	return Watch{Step: step, Checks: max(1, int(watchSpan/step))}
+	span := watchSpan
+	if st.Outcome == Lagging {
+		// The watch ends about when the next fresh connection is due.
+		span = min(span, s.followInterval(w, now))
+	}
+	return Watch{Step: step, Checks: max(1, int(span/step))}
 }
 
 // AfterWatch returns when the probe after a watch with plan is sent: at

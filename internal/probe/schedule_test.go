@@ -103,7 +103,7 @@ func TestProbeScheduleObserve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for i, rand := range []func(int64) int64{drawLow, drawHigh} {
-				st := defaultSchedule(rand).Observe(tt.st, tt.o, t0)
+				st := defaultSchedule(rand).Observe(tt.st, tt.o, Wait{}, t0)
 				if st.Outcome != tt.outcomeAfter || st.Failures != tt.failures || !st.Last.Equal(t0) {
 					t.Errorf("observe = %+v, want outcome %v, %d failures, last t0", st, tt.outcomeAfter, tt.failures)
 				}
@@ -124,7 +124,7 @@ func TestProbeScheduleObserve(t *testing.T) {
 func TestProbeScheduleShortIdleInterval(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	s := Schedule{Idle: 20 * ms, WaitMax: 50 * ms, Rand: drawHigh}
-	st := s.Observe(failedState(20), Failed, t0)
+	st := s.Observe(failedState(20), Failed, Wait{}, t0)
 	if got := st.RetryAt.Sub(t0); got != 20*ms {
 		t.Errorf("backoff = %v, want health_probe_interval (20ms)", got)
 	}
@@ -176,7 +176,8 @@ func TestProbeOutcomeOf(t *testing.T) {
 		{nil, Answered},
 		{syscall.ECONNREFUSED, Failed},
 		{errors.New("unexpected EOF"), Failed},
-		{&pgconn.PgError{Code: "57P03"}, Failed},
+		{&pgconn.PgError{Code: "57P03"}, Busy},
+		{&pgconn.PgError{Code: "53300"}, Busy},
 		{&pgconn.PgError{Code: "28P01"}, Refused},
 		{&pgconn.PgError{Code: "3D000"}, Refused},
 	}
@@ -207,14 +208,14 @@ func TestProbeScheduleRates(t *testing.T) {
 			if now.Sub(t0) > outage {
 				break
 			}
-			st = s.Observe(st, Answered, now)
+			st = s.Observe(st, Answered, Wait{}, now)
 		}
-		for st, now := s.Observe(State{}, Failed, t0), t0; ; dead++ {
+		for st, now := s.Observe(State{}, Failed, Wait{}, t0), t0; ; dead++ {
 			now = s.Next(st, w, false, now)
 			if now.Sub(t0) > outage {
 				break
 			}
-			st = s.Observe(st, Failed, now)
+			st = s.Observe(st, Failed, Wait{}, now)
 		}
 		t.Logf("outage %v: %d probes of a reachable host (%.0f/s), %d dials of a dead one (%.1f/s)",
 			outage, reachable, float64(reachable)/outage.Seconds(), dead, float64(dead)/outage.Seconds())
@@ -238,7 +239,7 @@ func TestProbeScheduleHinted(t *testing.T) {
 	// Twenty failures in a row: the backoff is at its cap.
 	st, now := State{}, t0
 	for range 20 {
-		st = s.Observe(st, Failed, now)
+		st = s.Observe(st, Failed, Wait{}, now)
 		now = s.Next(st, waiting, false, now)
 	}
 	if got := st.RetryAt.Sub(st.Last); got != backoffMax {
@@ -264,7 +265,7 @@ func TestProbeScheduleHinted(t *testing.T) {
 
 	// That probe fails too: the backoff starts again from its first step.
 	probed := at.Add(3 * ms)
-	f := s.Observe(h, Failed, probed)
+	f := s.Observe(h, Failed, Wait{}, probed)
 	if f.HintPending || f.Failures != 1 {
 		t.Errorf("after the hinted probe failed: %+v, want the hint spent and one failure", f)
 	}
@@ -275,7 +276,7 @@ func TestProbeScheduleHinted(t *testing.T) {
 	// It answers instead (still in recovery, say): while calls wait and the
 	// claim stands, the host is probed on the curve counted from the hint,
 	// not from the wait's start a second earlier; when no call waits, idle.
-	a := s.Observe(h, Answered, probed)
+	a := s.Observe(h, Answered, Wait{}, probed)
 	if a.HintPending {
 		t.Errorf("after the hinted probe answered: %+v, want the hint spent", a)
 	}
@@ -295,7 +296,7 @@ func TestProbeScheduleHinted(t *testing.T) {
 		if now.Sub(last.Last) >= s.Idle {
 			break
 		}
-		last = s.Observe(last, Answered, now)
+		last = s.Observe(last, Answered, Wait{}, now)
 	}
 	t.Logf("the follow-up of a hint with no call waiting: %d probes over %v", n, last.Last.Sub(at))
 	if got := last.Last.Sub(at); n < 5 || n > 12 || got > 2*s.Idle {
@@ -307,7 +308,7 @@ func TestProbeScheduleHinted(t *testing.T) {
 	}
 
 	// A refusing server named the primary is asked at once as well.
-	r := s.Hinted(s.Observe(State{}, Refused, t0), at)
+	r := s.Hinted(s.Observe(State{}, Refused, Wait{}, t0), at)
 	if got := s.Next(r, waiting, true, at); !got.Equal(at) {
 		t.Errorf("next for a refusing server after a hint = hint+%v, want at once", got.Sub(at))
 	}
@@ -359,5 +360,86 @@ func TestProbeScheduleWatch(t *testing.T) {
 	early := State{Outcome: Answered, Began: t0, Last: t0.Add(ms)}
 	if got := s.AfterWatch(early, plan).Sub(t0); got != plan.Step {
 		t.Errorf("after a watch that answered within a Step: %v after it was sent, want one step, %v", got, plan.Step)
+	}
+}
+
+// TestProbeScheduleFollow: a Lagging host (its name leads to a standby
+// that streams from a primary elsewhere) is reached through a fresh
+// connection every followInterval of the wait's age while calls wait,
+// and its watch ends when the next one is due; a dead host's backoff is
+// capped while calls wait, a busy server's is not.
+func TestProbeScheduleFollow(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	waitFor := func(d time.Duration) Wait { return Wait{Waiting: true, Since: t0.Add(-d)} }
+	for _, tc := range []struct {
+		name     string
+		w        Wait
+		low, max time.Duration // FreshAt − t0 at both ends of the jitter
+	}{
+		{"wait starts: the floor", waitFor(0), 25 * ms, 50 * ms},
+		{"waited 4s", waitFor(4 * time.Second), 40 * ms, 80 * ms},
+		{"waited 20s", waitFor(20 * time.Second), 200 * ms, 400 * ms},
+		{"waited 5min: idle", waitFor(5 * time.Minute), 500 * ms, time.Second},
+		{"no one waits: idle", Wait{}, 500 * ms, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, rand := range []func(int64) int64{drawLow, drawHigh} {
+				st := defaultSchedule(rand).Observe(State{}, Lagging, tc.w, t0)
+				if got, want := st.FreshAt.Sub(t0), []time.Duration{tc.low, tc.max}[i]; got != want {
+					t.Errorf("fresh connection due at t0+%v, want t0+%v", got, want)
+				}
+			}
+		})
+	}
+
+	s := defaultSchedule(drawHigh)
+	w := waitFor(4 * time.Second)
+	st := s.Observe(State{}, Lagging, w, t0) // due at t0+80ms
+	if s.Fresh(st, w, t0.Add(79*ms)) {
+		t.Error("fresh connection before it is due")
+	}
+	if !s.Fresh(st, w, t0.Add(80*ms)) {
+		t.Error("no fresh connection when it is due")
+	}
+	if s.Fresh(st, Wait{}, t0.Add(80*ms)) {
+		t.Error("fresh connection while no call waits")
+	}
+	if s.Fresh(s.Observe(State{}, Answered, w, t0), w, t0.Add(time.Second)) {
+		t.Error("fresh connection of a host that answered in a role the Pool takes")
+	}
+	// A later answer keeps the time drawn; another outcome drops it.
+	if again := s.Observe(st, Lagging, w, t0.Add(30*ms)); !again.FreshAt.Equal(st.FreshAt) {
+		t.Errorf("a second answer moved the fresh connection from %v to %v", st.FreshAt, again.FreshAt)
+	}
+	if failed := s.Observe(st, Failed, w, t0); !failed.FreshAt.IsZero() {
+		t.Error("a failure kept the fresh connection's time")
+	}
+	// Polled on the wait's curve, but never later than the fresh connection.
+	if got := s.Next(State{Outcome: Lagging, Last: t0, FreshAt: t0.Add(10 * ms)}, w, false, t0).Sub(t0); got != 10*ms {
+		t.Errorf("next = t0+%v, want the fresh connection at t0+10ms", got)
+	}
+	// The watch lasts one follow interval, not watchSpan.
+	if plan := s.Watch(st, w, false, true, t0); plan.Length() > 80*ms || plan.Checks < 1 {
+		t.Errorf("watch of a lagging host = %+v (%v), want at most 80ms", plan, plan.Length())
+	}
+	if plan := s.Watch(State{Outcome: Answered}, w, false, true, t0); plan.Length() < watchSpan-plan.Step {
+		t.Errorf("watch of a standby = %v, want about %v", plan.Length(), watchSpan)
+	}
+
+	// Backoffs after many failures, at the high end of the jitter.
+	for _, tc := range []struct {
+		name string
+		o    Outcome
+		w    Wait
+		want time.Duration
+	}{
+		{"dead host, no one waits", Failed, Wait{}, backoffMax},
+		{"dead host, calls wait", Failed, w, waitBackoffMax},
+		{"busy server, calls wait", Busy, w, backoffMax},
+	} {
+		st := s.Observe(State{Outcome: tc.o, Failures: 20}, tc.o, tc.w, t0)
+		if got := st.RetryAt.Sub(t0); got != tc.want {
+			t.Errorf("%s: backoff %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

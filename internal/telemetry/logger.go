@@ -77,8 +77,8 @@ func (l Logger) Warn(key, msg string, attrs ...slog.Attr) {
 	l.log.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 }
 
-// HostChange logs one host's change of state or role, or its arrival or
-// departure.
+// HostChange logs one host's change of state, role or server (the server
+// its name leads to), or its arrival or departure.
 func (l Logger) HostChange(ch hoststate.Change) {
 	switch {
 	case l.log == nil:
@@ -86,14 +86,24 @@ func (l Logger) HostChange(ch hoststate.Change) {
 		l.Info("pgfailover: host added", slog.String("host", ch.After.Addr), slog.String("role", ch.After.Claimed.String()))
 	case ch.Removed:
 		l.Info("pgfailover: host removed", slog.String("host", ch.Before.Addr))
+	case ch.Before.Server != ch.After.Server && ch.Before.State == ch.After.State && ch.Before.Role == ch.After.Role:
+		l.Info("pgfailover: host leads to another server",
+			slog.String("host", ch.After.Addr),
+			slog.String("server", ch.After.Server),
+			slog.String("server_was", ch.Before.Server),
+		)
 	default:
-		l.Info("pgfailover: host changed",
+		attrs := []slog.Attr{
 			slog.String("host", ch.After.Addr),
 			slog.String("state", ch.After.State.String()),
 			slog.String("was", ch.Before.State.String()),
 			slog.String("role", ch.After.Role.String()),
 			slog.String("role_was", ch.Before.Role.String()),
-		)
+		}
+		if ch.Before.Server != ch.After.Server {
+			attrs = append(attrs, slog.String("server", ch.After.Server), slog.String("server_was", ch.Before.Server))
+		}
+		l.Info("pgfailover: host changed", attrs...)
 	}
 }
 

@@ -21,10 +21,10 @@ type ProbeResult struct {
 // ProbeOnce runs one probe of host h. Its result carries the host's epoch
 // as the probe began, so that an answer that arrives after a newer failure
 // is not taken for news (Probed).
-func (s *Set) ProbeOnce(ctx context.Context, h *Host, watch probe.Watch) ProbeResult {
+func (s *Set) ProbeOnce(ctx context.Context, h *Host, plan probe.Plan) ProbeResult {
 	since := s.state.Epoch(h.Addr)
 	h.Probes.Add(1)
-	return ProbeResult{Result: h.Probe.Run(ctx, s.cfg.Clock.Now, s.cfg.ProbeConnectTimeout, s.cfg.HealthProbeTimeout, watch), since: since}
+	return ProbeResult{Result: h.Probe.Run(ctx, s.cfg.Clock.Now, s.cfg.ProbeConnectTimeout, s.cfg.HealthProbeTimeout, plan), since: since}
 }
 
 // Probed records a probe's outcome on host h. An answer to a probe that
@@ -106,7 +106,7 @@ func (ph probeHost) Watchable() bool       { return ph.s.watchable(ph.h) }
 // Probe runs one probe of the host and records it. While calls wait for a
 // primary, connections are readied on the likeliest standby first
 // (standby.go).
-func (ph probeHost) Probe(ctx context.Context, plan probe.Watch, waiting bool) error {
+func (ph probeHost) Probe(ctx context.Context, plan probe.Plan, waiting bool) probe.Outcome {
 	s, h := ph.s, ph.h
 	if waiting {
 		s.readyForPromotion()
@@ -114,7 +114,19 @@ func (ph probeHost) Probe(ctx context.Context, plan probe.Watch, waiting bool) e
 	r := s.ProbeOnce(ctx, h, plan)
 	s.Probed(h, r)
 	s.dropUnusedStandby(h)
-	return r.Err
+	return s.outcome(r.Result)
+}
+
+// outcome is what probe result r comes to for the probe's schedule: an
+// answer from a standby that streams WAL from a primary, while the Set's
+// target needs a primary, is Lagging: a primary lives elsewhere, and the
+// host's name (an endpoint, a Service, a DNS name) may lag behind it.
+func (s *Set) outcome(r probe.Result) probe.Outcome {
+	o := probe.OutcomeOf(r.Err)
+	if o == probe.Answered && s.awaitsPromotion() && r.Role == hosthealth.RoleReplica && r.Receiving {
+		return probe.Lagging
+	}
+	return o
 }
 
 // promotable reports whether host h is a replica, last seen read-only,
