@@ -79,8 +79,13 @@ type chunk struct {
 
 // New starts a proxy on a free port of 127.0.0.1 that forwards every
 // connection to upstream (host:port). Close stops it.
-func New(upstream string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func New(upstream string) (*Proxy, error) { return Listen("127.0.0.1:0", upstream) }
+
+// Listen is New on the local address addr (host:port, port 0 for a free
+// one): proxies on 127.0.0.2:p and 127.0.0.3:p stand for two hosts that
+// share a port, between which a name can move.
+func Listen(addr, upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

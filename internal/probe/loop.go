@@ -22,6 +22,9 @@ type Host interface {
 	// Watchable reports whether the host is a replica whose promotion
 	// would make it usable, and its probe connection can watch for it.
 	Watchable() bool
+	// InUse reports whether the Pool uses the host now: its calls or its
+	// Reader may go there. One it does not is Dormant.
+	InUse() bool
 	// Probe runs one probe under plan and records what it found; waiting
 	// says whether calls wait for a usable host as it begins. It returns
 	// what the probe came to (OutcomeOf its error, or Lagging).
@@ -35,6 +38,9 @@ type Loop struct {
 	// Hint receives when a topology source names the host the new
 	// primary: the host is then probed at once (Schedule.Hinted).
 	Hint <-chan struct{}
+	// Nudge receives when the Pool starts using the host (Host.InUse):
+	// the loop computes its next probe again.
+	Nudge <-chan struct{}
 	Host Host
 }
 
@@ -48,6 +54,7 @@ func (l Loop) Run(ctx context.Context) {
 	st := State{Last: clk.Now()}
 	for {
 		wake := h.Wake()
+		st.Dormant = !h.InUse()
 		now := clk.Now()
 		w := h.Wait()
 		claimed := h.ClaimedPrimary()
@@ -64,6 +71,8 @@ func (l Loop) Run(ctx context.Context) {
 		switch why {
 		case stopped:
 			return
+		case nudged:
+			continue
 		case hinted:
 			st = s.Hinted(st, clk.Now())
 			continue
@@ -89,6 +98,7 @@ const (
 	timeUp        wakeup = iota // the time it slept until came
 	wokenByWaiter               // the first call to wait closed the wake channel
 	hinted                      // the topology source named the host the new primary
+	nudged                      // the Pool started using the host
 	stopped                     // the loop's context ended
 )
 
@@ -121,5 +131,7 @@ func (l Loop) sleepUntil(ctx context.Context, at time.Time, wake <-chan struct{}
 		return wokenByWaiter
 	case <-l.Hint:
 		return hinted
+	case <-l.Nudge:
+		return nudged
 	}
 }

@@ -59,6 +59,7 @@ func (h *loopHost) Wait() Wait {
 }
 func (h *loopHost) ClaimedPrimary() bool { return false }
 func (h *loopHost) Watchable() bool      { return false }
+func (h *loopHost) InUse() bool          { return true }
 func (h *loopHost) Probe(ctx context.Context, _ Plan, _ bool) Outcome {
 	answer := make(chan error)
 	select {

@@ -105,6 +105,11 @@ type Prober struct {
 	Config        *pgx.ConnConfig
 	BeforeConnect func(context.Context, *pgx.ConnConfig) error // the user's pool hook, if any
 	Socks         *netconn.Sockets                             // the host's sockets
+	// Lend, when set, lends the probe an idle connection of the host's
+	// pools for one plain probe (see Loan); ok is false when none is
+	// idle. The probe then closes its own: an idle Pool holds one
+	// connection on each host it uses, not two.
+	Lend func(ctx context.Context) (loan Loan, ok bool)
 
 	// mu guards conn. It is held through a probe's I/O: the probe loop
 	// and the closers are the only ones to wait for it, never a call.
@@ -119,6 +124,16 @@ type Prober struct {
 	// between, say. Both are reset when the probe reconnects.
 	prepared   [2]bool
 	unprepared bool
+}
+
+// Loan is a connection of the host's pools lent to one probe: Prepared
+// says which of the probe's statements it holds (kept with the
+// connection), and Return gives it back, closed when the probe failed on
+// it, so that its pool discards it.
+type Loan struct {
+	Conn     *pgconn.PgConn
+	Prepared *[2]bool
+	Return   func()
 }
 
 // Result is what one probe of one host found.
@@ -154,13 +169,20 @@ type Plan struct {
 // plan asks for a fresh connection: connecting is bounded by
 // connectTimeout, the question by answerTimeout, and a watch (see Watch)
 // by its own length on top. A server that refuses the watch is asked
-// again at once without one, and polled from then on.
+// again at once without one, and polled from then on. A plain probe (no
+// watch, no fresh connection) is asked on a connection Lend lends when
+// there is one.
 func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout, answerTimeout time.Duration, plan Plan) Result {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	watch := plan.Watch
 	if plan.Fresh {
 		pr.closeLocked()
+	} else if plan.Watch.Checks == 0 && pr.Lend != nil {
+		if loan, ok := pr.Lend(ctx); ok {
+			pr.closeLocked()
+			defer loan.Return()
+			return pr.question(ctx, now, answerTimeout, Watch{}, loan.Conn, loan.Prepared)
+		}
 	}
 	if pr.conn == nil || pr.conn.IsClosed() {
 		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -182,18 +204,29 @@ func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout,
 		pr.unwatched.Store(false)
 		pr.prepared, pr.unprepared = [2]bool{}, false
 	}
+	res := pr.question(ctx, now, answerTimeout, plan.Watch, pr.conn, &pr.prepared)
+	if res.Err != nil {
+		pr.closeLocked()
+	}
+	return res
+}
+
+// question asks the probe's question on conn, whose prepared statements
+// prepared tracks, and reads the answer. A connection that failed is
+// closed. Called with mu held.
+func (pr *Prober) question(ctx context.Context, now func() time.Time, answerTimeout time.Duration, watch Watch, conn *pgconn.PgConn, prepared *[2]bool) Result {
 	asked := now()
-	res := pr.ask(ctx, answerTimeout, watch)
-	if watch.Checks > 0 && pr.refusedOnly(res.Err) {
+	res := pr.ask(ctx, answerTimeout, watch, conn, prepared)
+	if watch.Checks > 0 && refusedOnly(conn, res.Err) {
 		pr.unwatched.Store(true)
 		asked = now()
-		res = pr.ask(ctx, answerTimeout, Watch{})
+		res = pr.ask(ctx, answerTimeout, Watch{}, conn, prepared)
 	}
 	if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) != probeWidth) {
 		res.Err = errors.New("pgfailover: unexpected answer to the health probe")
 	}
 	if res.Err != nil {
-		pr.closeLocked()
+		closeConn(conn)
 		return Result{Err: res.Err}
 	}
 	row := res.Rows[0]
@@ -214,14 +247,14 @@ func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout,
 	}
 }
 
-// ask sends the probe's question on pr.conn, with a watch when the plan
-// has one: answerTimeout bounds the answer beyond the watch's own length.
+// ask sends the probe's question on conn, with a watch when the plan has
+// one: answerTimeout bounds the answer beyond the watch's own length.
 // Called with mu held.
-func (pr *Prober) ask(ctx context.Context, answerTimeout time.Duration, watch Watch) *pgconn.Result {
+func (pr *Prober) ask(ctx context.Context, answerTimeout time.Duration, watch Watch, conn *pgconn.PgConn, prepared *[2]bool) *pgconn.Result {
 	if watch.Checks == 0 {
 		ctx, cancel := context.WithTimeout(ctx, answerTimeout)
 		defer cancel()
-		return pr.exec(ctx, stmtProbe, nil)
+		return pr.exec(ctx, stmtProbe, nil, conn, prepared)
 	}
 	ctx, cancel := context.WithTimeout(ctx, answerTimeout+watch.Length())
 	defer cancel()
@@ -229,7 +262,7 @@ func (pr *Prober) ask(ctx context.Context, answerTimeout time.Duration, watch Wa
 		strconv.AppendInt(nil, int64(watch.Checks), 10),
 		strconv.AppendFloat(nil, watch.Step.Seconds(), 'f', 6, 64),
 	}
-	return pr.exec(ctx, stmtWatch, args)
+	return pr.exec(ctx, stmtWatch, args, conn, prepared)
 }
 
 // The probe's statements, prepared on its connection under their names.
@@ -243,30 +276,30 @@ var probeStatements = [2]struct{ name, sql string }{
 	stmtWatch: {"pgfailover_watch", watchSQL},
 }
 
-// exec runs statement stmt with args on pr.conn. It is prepared once per
-// connection: parsing and planning the probe's question cost the server
-// more than the rest of answering it (about 250 µs of its 450 µs, measured
-// here), and every instance asks every host once a second. A server that
-// will not keep a prepared statement (one that refuses it, or a pooler
-// that forgets it between two statements) is sent the unnamed one from
-// then on. Called with mu held.
-func (pr *Prober) exec(ctx context.Context, stmt int, args [][]byte) *pgconn.Result {
+// exec runs statement stmt with args on conn. It is prepared once per
+// connection (prepared): parsing and planning the probe's question cost
+// the server more than the rest of answering it (about 250 µs of its
+// 450 µs, measured here), and every instance asks every host once a
+// second. A server that will not keep a prepared statement (one that
+// refuses it, or a pooler that forgets it between two statements) is sent
+// the unnamed one from then on. Called with mu held.
+func (pr *Prober) exec(ctx context.Context, stmt int, args [][]byte, conn *pgconn.PgConn, prepared *[2]bool) *pgconn.Result {
 	st := probeStatements[stmt]
-	if !pr.unprepared && !pr.prepared[stmt] {
-		_, err := pr.conn.Prepare(ctx, st.name, st.sql, nil)
-		if err != nil && !pr.refusedOnly(err) {
+	if !pr.unprepared && !prepared[stmt] {
+		_, err := conn.Prepare(ctx, st.name, st.sql, nil)
+		if err != nil && !refusedOnly(conn, err) {
 			return &pgconn.Result{Err: err}
 		}
-		pr.prepared[stmt], pr.unprepared = err == nil, err != nil
+		prepared[stmt], pr.unprepared = err == nil, err != nil
 	}
-	if pr.prepared[stmt] && !pr.unprepared {
-		res := pr.conn.ExecPrepared(ctx, st.name, args, nil, nil).Read()
-		if pgErr, ok := errors.AsType[*pgconn.PgError](res.Err); !ok || pgErr.Code != invalidStatementName || pr.conn.IsClosed() {
+	if prepared[stmt] && !pr.unprepared {
+		res := conn.ExecPrepared(ctx, st.name, args, nil, nil).Read()
+		if pgErr, ok := errors.AsType[*pgconn.PgError](res.Err); !ok || pgErr.Code != invalidStatementName || conn.IsClosed() {
 			return res
 		}
 		pr.unprepared = true // forgotten: a pooler's other session
 	}
-	return pr.conn.ExecParams(ctx, st.sql, args, nil, nil, nil).Read()
+	return conn.ExecParams(ctx, st.sql, args, nil, nil, nil).Read()
 }
 
 // invalidStatementName is the SQLSTATE of a prepared statement that does
@@ -274,10 +307,10 @@ func (pr *Prober) exec(ctx context.Context, stmt int, args [][]byte) *pgconn.Res
 const invalidStatementName = "26000"
 
 // refusedOnly reports whether err is the server's refusal of a statement
-// on a connection that stays open.
-func (pr *Prober) refusedOnly(err error) bool {
+// on conn, which stays open.
+func refusedOnly(conn *pgconn.PgConn, err error) bool {
 	_, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && !pr.conn.IsClosed()
+	return ok && !conn.IsClosed()
 }
 
 // RecordEnd turns the primary's insert position into the end of its last
@@ -313,20 +346,25 @@ func (pr *Prober) Close() {
 	pr.closeLocked()
 }
 
-// closeLocked closes the connection and waits, up to a second, for pgconn
-// to finish with its socket, so that no goroutine of pgconn's outlives the
-// probe. The probe's connection sends no cancel request, so when a
-// timed-out question made pgconn give the connection up, that is quick.
+// closeLocked closes the probe's own connection (closeConn).
 func (pr *Prober) closeLocked() {
 	if pr.conn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		pr.conn.Close(ctx)
-		select {
-		case <-pr.conn.CleanupDone():
-		case <-ctx.Done():
-		}
+		closeConn(pr.conn)
 		pr.conn = nil
+	}
+}
+
+// closeConn closes conn and waits, up to a second, for pgconn to finish
+// with its socket, so that no goroutine of pgconn's outlives the probe.
+// The probe's connection sends no cancel request, so when a timed-out
+// question made pgconn give the connection up, that is quick.
+func closeConn(conn *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn.Close(ctx)
+	select {
+	case <-conn.CleanupDone():
+	case <-ctx.Done():
 	}
 }
 

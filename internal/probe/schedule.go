@@ -15,7 +15,10 @@ import (
 // probes every host, so the schedule is a cost budget as much as a latency
 // one:
 //
-//   - no call waits: every idle (health_probe_interval);
+//   - no call waits: every idle (health_probe_interval); a host the Pool
+//     does not use (Dormant: a replica when neither the target nor the
+//     Reader reads from one) every dormantFactor idles, on a connection
+//     the Pool gives up after each answer;
 //   - calls wait, the host answered its last probe: the wait's age divided
 //     by growth, at least Floor and at most waitMax
 //     (health_probe_wait_max), jittered into [½, 1] of that (never below
@@ -96,6 +99,12 @@ const (
 	// fewer, bound what a Pool costs the server its name leads to.
 	followFloor  = 50 * time.Millisecond
 	followGrowth = 50
+	// dormantFactor is how many idles apart a Dormant host is probed
+	// while no call waits: each probe is a login there, 20-30 ms of the
+	// server's CPU on the test machine, about 100 times a probe's round
+	// trip on a connection held open; one every 10 s costs it about as
+	// much as a probe a second, and holds no connection.
+	dormantFactor = 10
 )
 
 // Outcome is what a host's last probe came to, as the schedule sees
@@ -164,6 +173,10 @@ type State struct {
 	HintAt      time.Time
 	// Began is when the last probe was sent.
 	Began time.Time
+	// Dormant says that the Pool does not use the host (see
+	// Host.InUse): it is probed dormantFactor times less often while no
+	// call waits.
+	Dormant bool
 }
 
 // Wait is whether calls wait for a usable host, and since when.
@@ -244,6 +257,9 @@ func (s Schedule) Next(st State, w Wait, claimedPrimary bool, now time.Time) tim
 	case st.HintPending:
 		return now
 	case st.Outcome == Refused || (!w.Waiting && !following):
+		if st.Dormant {
+			return st.Last.Add(dormantFactor * s.Idle)
+		}
 		return st.Last.Add(s.Idle)
 	case st.Outcome == Failed || st.Outcome == Busy:
 		return st.RetryAt

@@ -38,6 +38,8 @@ func TestProbeScheduleNext(t *testing.T) {
 	}{
 		{"no one waits", answered, Wait{}, false, time.Second, time.Second},
 		{"no one waits, claimed primary", answered, Wait{}, true, time.Second, time.Second},
+		{"no one waits, dormant", State{Outcome: Answered, Last: t0, Dormant: true}, Wait{}, false, 10 * time.Second, 10 * time.Second},
+		{"dormant, calls wait: the wait's curve", State{Outcome: Answered, Last: t0, Dormant: true}, waitFor(100 * ms), false, 5 * ms, 10 * ms},
 		{"wait starts", answered, waitFor(0), false, 2 * ms, 2 * ms},
 		{"waited 10ms: the floor", answered, waitFor(10 * ms), false, 2 * ms, 2 * ms},
 		{"waited 30ms", answered, waitFor(30 * ms), false, 2 * ms, 3 * ms},

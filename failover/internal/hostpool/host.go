@@ -41,6 +41,7 @@ type Host struct {
 	stopProbe context.CancelFunc // ends the probe loop; nil until it starts
 	probeDone chan struct{}      // closed when the probe loop has returned
 	hint      chan struct{}      // wakes the probe loop (HintPrimary)
+	nudge     chan struct{}      // makes the probe loop look again at whether the host is in use
 	// opening says that connections to the host, a standby, are being
 	// opened ahead of its promotion; readied is how many were opened for
 	// the calls waiting now, and prepared the version of the waiting
@@ -64,6 +65,28 @@ func (h *Host) openConns() int {
 	return int(h.Calls.Stat().TotalConns() + h.Reads.Stat().TotalConns())
 }
 
+// lend lends host h's probe an idle connection of its pools, the calls'
+// first: an idle Pool then holds one connection on the host, which its
+// calls and its probe share. ok is false when neither pool has an idle
+// connection; lend opens none.
+func lend(ctx context.Context, h *Host) (loan probe.Loan, ok bool) {
+	for _, p := range [...]*pgxpool.Pool{h.Calls, h.Reads} {
+		if p.Stat().IdleConns() == 0 {
+			continue
+		}
+		conns := p.AcquireAllIdle(ctx)
+		if len(conns) == 0 {
+			continue
+		}
+		for _, c := range conns[1:] {
+			c.Release()
+		}
+		pc := conns[0].Conn().PgConn()
+		return probe.Loan{Conn: pc, Prepared: &StateOf(pc).probed, Return: conns[0].Release}, true
+	}
+	return probe.Loan{}, false
+}
+
 // connKey is where what the package keeps of each connection (ConnState)
 // lives in pgconn's per-connection CustomData.
 const connKey = "pgfailover.conn"
@@ -79,6 +102,9 @@ type ConnState struct {
 	Host     *Host
 	standby  bool
 	prepared uint64
+	// probed says which of the probe's statements the connection holds,
+	// once lent to the probe (lend).
+	probed [2]bool
 }
 
 // StateOf returns what the package keeps of pc, made on first use (a
@@ -102,11 +128,12 @@ func StateOf(pc *pgconn.PgConn) *ConnState {
 // idle.
 func (s *Set) NewHost(host string, port uint16, cfg *pgxpool.Config) (*Host, error) {
 	addr := net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10))
-	h := &Host{Addr: addr, probeDone: make(chan struct{}), hint: make(chan struct{}, 1), Server: telemetry.NewServer(host, port)}
+	h := &Host{Addr: addr, probeDone: make(chan struct{}), hint: make(chan struct{}, 1), nudge: make(chan struct{}, 1), Server: telemetry.NewServer(host, port)}
 	h.Dial = cfg.ConnConfig.Copy()
 	h.Probe.Config = h.Dial
 	h.Probe.BeforeConnect = cfg.BeforeConnect
 	h.Probe.Socks = &h.Socks
+	h.Probe.Lend = func(ctx context.Context) (probe.Loan, bool) { return lend(ctx, h) }
 
 	readCfg := cfg.Copy()
 	readCfg.MinConns = 0
@@ -137,6 +164,9 @@ func (s *Set) buildPool(h *Host, cfg *pgxpool.Config, target hosthealth.Target, 
 	// dialling a host in the wrong role.
 	userBeforeConnect := cfg.BeforeConnect
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		if purpose == telemetry.PurposeReads && !s.readsUsed.Swap(true) {
+			s.nudgeAll()
+		}
 		if !s.canTake(h, target) && !(purpose == telemetry.PurposeCalls && openingStandby(ctx)) {
 			return ErrHostNotUsable
 		}

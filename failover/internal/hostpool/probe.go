@@ -45,6 +45,11 @@ func (s *Set) Probed(h *Host, r ProbeResult) {
 	}
 	if r.Err == nil {
 		h.Socks.Up()
+		if !s.waits.state().Waiting && !s.inUse(h) {
+			// Dormant: the Pool holds no connection on a host it does
+			// not use (probe.Schedule).
+			h.Probe.Close()
+		}
 		return
 	}
 	if hosthealth.Unanswered(r.Err) {
@@ -83,6 +88,7 @@ func (s *Set) StartProbe(h *Host) {
 		Schedule: s.cfg.Schedule,
 		Clock:    s.cfg.Clock,
 		Hint:     h.hint,
+		Nudge:    h.nudge,
 		Host:     probeHost{s, h},
 	}
 	s.cfg.Go(func() {
@@ -102,6 +108,7 @@ func (ph probeHost) Wake() <-chan struct{} { return ph.s.waits.woken() }
 func (ph probeHost) Wait() probe.Wait      { return ph.s.waits.state() }
 func (ph probeHost) ClaimedPrimary() bool  { return ph.s.claimedPrimary(ph.h.Addr) }
 func (ph probeHost) Watchable() bool       { return ph.s.watchable(ph.h) }
+func (ph probeHost) InUse() bool           { return ph.s.inUse(ph.h) }
 
 // Probe runs one probe of the host and records it. While calls wait for a
 // primary, connections are readied on the likeliest standby first
@@ -127,6 +134,26 @@ func (s *Set) outcome(r probe.Result) probe.Outcome {
 		return probe.Lagging
 	}
 	return o
+}
+
+// inUse reports whether the Pool uses host h: the Reader has read (any
+// host may then serve its reads), or the target accepts the host's role,
+// reported or else claimed, or that role is not known yet. A host not in
+// use is probed rarely while no call waits, on a connection given up
+// after each answer (probe.Schedule's Dormant).
+func (s *Set) inUse(h *Host) bool {
+	if s.readsUsed.Load() {
+		return true
+	}
+	st, ok := s.state.Routes().Status(h.Addr)
+	if !ok {
+		return false
+	}
+	role := st.Role
+	if role == hosthealth.RoleUnknown {
+		role = st.Claimed
+	}
+	return role == hosthealth.RoleUnknown || s.cfg.Target.Accepts(role)
 }
 
 // promotable reports whether host h is a replica, last seen read-only,
@@ -167,6 +194,18 @@ func (s *Set) HintPrimary(h *Host) {
 	select {
 	case h.hint <- struct{}{}:
 	default:
+	}
+}
+
+// nudgeAll tells every host's probe loop that the hosts in use changed
+// (see inUse), so that a dormant host is probed on the schedule of one in
+// use from now on.
+func (s *Set) nudgeAll() {
+	for _, h := range s.Hosts() {
+		select {
+		case h.nudge <- struct{}{}:
+		default:
+		}
 	}
 }
 

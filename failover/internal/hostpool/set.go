@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,6 +65,10 @@ type Set struct {
 	cfg   Config
 	state *hoststate.Owner[Host]
 	waits waits
+	// readsUsed says that the Reader has opened a connection: from then
+	// on every host is in use (inUse), since its reads may go to any
+	// replica.
+	readsUsed atomic.Bool
 }
 
 // New returns a Set serving cfg.

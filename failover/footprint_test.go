@@ -1,0 +1,89 @@
+package failover_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/failovertest"
+)
+
+// TestIdlePoolFootprint: ten idle Pools over a primary and two replicas
+// hold at most one connection per Pool on each server they use, and none
+// on a replica they do not use: after New, the primary only (the probe's
+// connection); after a write, still one there (the probe rides on the
+// calls' idle connection); after the Readers have read, at most one on
+// each server.
+func TestIdlePoolFootprint(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := failovertest.Start(t, failovertest.Replicas(2))
+	const pools = 10
+	dsn := c.ConnString("application_name=footprint")
+	ps := make([]*failover.Pool, pools)
+	for i := range ps {
+		ps[i] = newPool(t, ctx, dsn)
+	}
+	// held is how many connections of the Pools each server has, in node
+	// order.
+	held := func() []int {
+		out := make([]int, 0, 3)
+		for _, n := range c.Nodes() {
+			rows, err := n.Query(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'footprint'`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var k int
+			for rows.Next() {
+				if err := rows.Scan(&k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rows.Close()
+			out = append(out, k)
+		}
+		return out
+	}
+	settle := func(stage string, want func(primary int, replicas []int) bool) {
+		t.Helper()
+		var last []int
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			last = held()
+			if want(last[0], last[1:]) {
+				t.Logf("%s: connections per server (primary, replicas) %v for %d Pools", stage, last, pools)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: connections per server (primary, replicas) %v for %d Pools", stage, last, pools)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	atMost := func(limit int) func(int, []int) bool {
+		return func(p int, rs []int) bool {
+			for _, r := range rs {
+				if r > limit {
+					return false
+				}
+			}
+			return p <= pools
+		}
+	}
+
+	settle("after New", atMost(0))
+	for i, p := range ps {
+		if _, err := p.Exec(ctx, fmt.Sprintf("SELECT %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle("after a call each", atMost(0))
+	for _, p := range ps {
+		var one int
+		if err := p.Reader().QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle("after a read each", atMost(pools))
+}
