@@ -13,6 +13,7 @@
 //	Claimed  the role a topology source claims; a hint until the server speaks
 //	Zone     configured, announced, or advertised later by the server
 //	Since    when State or Role last changed, by the injected clock
+//	Server   the server the host's name last led to, as it names itself
 //
 // The states, best first:
 //

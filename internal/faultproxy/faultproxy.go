@@ -31,6 +31,8 @@ type Proxy struct {
 	wg sync.WaitGroup
 	// dropped counts the bytes the blackhole dropped.
 	dropped atomic.Int64
+	// accepted counts the connections accepted.
+	accepted atomic.Int64
 
 	mu sync.Mutex // guards the fields below; no I/O while held
 	// upstreams are the addresses new connections dial, in turn; next is
@@ -160,6 +162,9 @@ func (p *Proxy) SetBlackhole(on bool) {
 // Dropped returns how many bytes the blackhole has dropped so far.
 func (p *Proxy) Dropped() int64 { return p.dropped.Load() }
 
+// Accepted returns how many connections the proxy has accepted.
+func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
+
 // Reset closes every open connection with a TCP RST to the client and to
 // the upstream, discarding what was not delivered. New connections are
 // accepted as before.
@@ -219,6 +224,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // Close closed the listener
 		}
+		p.accepted.Add(1)
 		// The upstream is chosen here, in the order of the accepts.
 		upstream := p.pickUpstream()
 		if upstream == "" {

@@ -1,11 +1,14 @@
 // Package probe holds a Pool's health probe of one host: the [Prober],
-// which asks the server one question on a connection of its own (is it
-// read-only, its zone, its WAL positions, whether it replicates
-// synchronously), and the [Schedule], which says when each host is probed
+// which asks the server one question on a connection of its own or one
+// lent by the host's pools (is it read-only, its zone, its WAL positions,
+// whether it replicates synchronously, which server the connection
+// reached), and the [Schedule], which says when each host is probed
 // next, given what its last probe found, whether calls wait for a usable
 // host, and whether a topology source names it the primary; and how a
 // probe of a replica that a promotion would make usable waits on the
-// server instead of polling it ([Schedule.Watch]); the [Loop] that runs
+// server instead of polling it ([Schedule.Watch]), and how a host whose
+// name may lag behind a promotion is reached through fresh connections
+// ([Schedule.Fresh]); the [Loop] that runs
 // one host's probes on that schedule, on an injected clock; and [First],
 // the Pool's first probe of every host, which tries the credentials on
 // one host at a time until a server has settled them.

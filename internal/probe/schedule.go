@@ -89,7 +89,7 @@ const (
 	// moves from a dead server to a live one is followed within it (a
 	// dial to an address where nothing listens costs no server anything;
 	// through a forwarder, one accept).
-	waitBackoffMax = 100 * time.Millisecond
+	waitBackoffMax = 150 * time.Millisecond
 	// followFloor and followGrowth shape the interval between the fresh
 	// connections of a Lagging host: the wait's age divided by
 	// followGrowth, at least followFloor, at most idle. A login costs

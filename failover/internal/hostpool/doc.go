@@ -22,7 +22,10 @@
 // dial only while host state counts the host usable, but for the
 // connections opened on a standby ahead of its promotion; the probe, and
 // the local-first fallback's connect ([Set.Connect]), dial a host
-// whatever its state.
+// whatever its state. The probe asks on an idle connection of the host's
+// pools when there is one, and closes its own then; a host the Pool does
+// not use (a replica under a primary target before the Reader has read)
+// holds no probe connection between probes.
 //
 // The package is below failover and above hoststate, probe and telemetry.
 // Of the calls it knows only that they wait and with which statement;
