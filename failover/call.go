@@ -163,7 +163,14 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, err
 		}
 		conn, err := c.acquireFrom(h)
-		if err == nil && c.verify && !c.p.reader.confirm(c, h, conn) {
+		if err == nil && c.picker.reads != nil && c.reason.OnReplica() && c.p.reader.elsewhere(h, conn) {
+			// Behind a name that spreads connections over servers, this
+			// one's server is judged on the connection itself.
+			if !c.p.reader.confirmElsewhere(c, h, conn) {
+				conn.Release()
+				continue
+			}
+		} else if err == nil && c.verify && !c.p.reader.confirm(c, h, conn) {
 			// Not there yet: another replica, or the primary, takes the read.
 			conn.Release()
 			continue

@@ -14,7 +14,8 @@ import (
 // on a replica they do not use: after New, the primary only (the probe's
 // connection); after a write, still one there (the probe rides on the
 // calls' idle connection); after the Readers have read, at most one on
-// each server.
+// each server, but for the Reader's own on the primary when it read
+// there.
 func TestIdlePoolFootprint(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
@@ -85,5 +86,14 @@ func TestIdlePoolFootprint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	settle("after a read each", atMost(pools))
+	// A Pool whose Reader read on the primary (its replicas not known
+	// fresh enough yet) holds one connection of each pool there.
+	readOnPrimary := 0
+	for _, p := range ps {
+		readOnPrimary += int(hostStat(t, p, c.Primary().Addr()).Reads.TotalConns())
+	}
+	settle("after a read each", func(p int, rs []int) bool {
+		return atMost(pools)(p-readOnPrimary, rs)
+	})
+	t.Logf("%d of the Pools read on the primary", readOnPrimary)
 }

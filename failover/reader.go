@@ -366,21 +366,67 @@ const unknownPosition = replica.LSN(math.MaxUint64)
 // replayed position want, which read c must see, asking it: one round
 // trip on the replica. When it has not, it is asked again, every few
 // hundred microseconds, while the read has waited less than replica_wait
-// in all (across the replicas it asks); waited says whether it did. What
-// the replica says also moves its known position on for every read.
-func (r *Reader) replayed(c *call, h *hostpool.Host, conn *pgxpool.Conn, want replica.LSN) (ok, waited bool) {
+// in all (across the replicas it asks); waited says whether it did; got
+// is the last position it said. What the replica says also moves its
+// known position on for every read, when it is the server h's freshness
+// describes (hoststate.Observation.Server).
+func (r *Reader) replayed(c *call, h *hostpool.Host, conn *pgxpool.Conn, want replica.LSN) (got replica.LSN, ok, waited bool) {
 	for delay := firstReplayPoll; ; delay, waited = min(2*delay, lastReplayPoll), true {
 		got, ok := r.replayPosition(c.ctx, h, conn)
 		if !ok {
-			return false, waited
+			return got, false, waited
 		}
 		if got >= want {
-			return true, waited
+			return got, true, waited
 		}
 		if !r.pause(c, delay) {
-			return false, waited
+			return got, false, waited
 		}
 	}
+}
+
+// elsewhere reports whether conn, a connection of the Reader's to host
+// h, reached another server than the one h's probe describes: behind a
+// name that spreads connections over several servers (a reader endpoint),
+// what the Pool knows of h's freshness is not about conn's server.
+func (r *Reader) elsewhere(h *hostpool.Host, conn *pgxpool.Conn) bool {
+	server := hostpool.StateOf(conn.Conn().PgConn()).Server
+	if server == "" {
+		return false
+	}
+	st, ok := r.p.state.Routes().Status(h.Addr)
+	return ok && st.Server != "" && st.Server != server
+}
+
+// confirmElsewhere judges read c on conn itself, a connection to h that
+// reached another server than the one h's freshness describes
+// (elsewhere): a read that must see a position takes conn only once its
+// server has replayed it (asked on conn, as confirm does), and with
+// max_lag only when what that server has replayed is recent enough; a
+// read under the outage rule does not take it. It returns whether the
+// read takes conn; if not, h is passed over for the read.
+func (r *Reader) confirmElsewhere(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
+	maxLag := r.router.Policy.MaxLag
+	ok, waited := !c.reason.InOutage(), false
+	if ok && (c.after != 0 || maxLag > 0) {
+		var got replica.LSN
+		got, ok, waited = r.replayed(c, h, conn, c.after)
+		if ok && maxLag > 0 {
+			fresh, known := r.p.state.Reached(got)
+			ok = known && r.p.clock.Now().Sub(fresh) <= maxLag
+		}
+	}
+	switch {
+	case !ok:
+		ev := c.events()
+		ev.behind = append(ev.behind, h.Addr)
+	case c.after == 0:
+	case waited:
+		c.reason = replica.Waited
+	default:
+		c.reason = replica.CaughtUp
+	}
+	return ok
 }
 
 // pause waits delay before read c asks a replica again, or what is left
@@ -425,7 +471,7 @@ func (r *Reader) replayPosition(ctx context.Context, h *hostpool.Host, conn *pgx
 	if err != nil {
 		return 0, false
 	}
-	r.p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Replayed, LSN: got})
+	r.p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Replayed, LSN: got, Server: hostpool.StateOf(conn.Conn().PgConn()).Server})
 	return got, true
 }
 

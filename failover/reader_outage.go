@@ -88,7 +88,7 @@ func (r *Reader) outageSince(c *call) time.Time {
 // the read picks again, and passes h over as next and routeInOutage say.
 func (r *Reader) confirm(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 	if !c.reason.InOutage() {
-		ok, waited := r.replayed(c, h, conn, c.after)
+		_, ok, waited := r.replayed(c, h, conn, c.after)
 		switch {
 		case !ok:
 			ev := c.events() // not before: a read that finds its position allocates nothing
@@ -101,7 +101,7 @@ func (r *Reader) confirm(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 		return ok
 	}
 	if pos := c.ev.outage; pos != 0 { // routeInOutage made c.ev
-		ok, _ := r.replayed(c, h, conn, pos)
+		_, ok, _ := r.replayed(c, h, conn, pos)
 		if !ok {
 			c.ev.short = append(c.ev.short, h.Addr)
 		}
@@ -132,7 +132,7 @@ func (r *Reader) look(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 		if !ok {
 			return false
 		}
-		r.p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Looked, Report: rep})
+		r.p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Looked, Report: rep, Server: hostpool.StateOf(conn.Conn().PgConn()).Server})
 		rs := r.p.state.Routes()
 		if rs.Outage == nil {
 			return false // a primary is usable again

@@ -115,12 +115,13 @@ func TestRefusedWatchFallsBackToProbing(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
 	o := newOrphaned(t, ctx, "statement_timeout=20")
-	// The Pool's only connection to the replica is its probe's, until the
-	// wait opens some ahead of the promotion.
-	tcpBackends := func() []int {
+	// probeBackends are the replica's sessions whose last statement was
+	// the probe's question (it reads the pgfailover.zone setting).
+	probeBackends := func() []int {
 		t.Helper()
 		rows, err := o.admin.Query(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE backend_type = 'client backend' AND client_addr IS NOT NULL ORDER BY pid`)
+			WHERE backend_type = 'client backend' AND client_addr IS NOT NULL
+			AND query LIKE '%pgfailover.zone%' ORDER BY pid`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,19 +131,24 @@ func TestRefusedWatchFallsBackToProbing(t *testing.T) {
 		}
 		return pids
 	}
-	probeConn := tcpBackends()
-	if len(probeConn) != 1 {
-		t.Fatalf("TCP sessions on the replica before the crash: %v, want the probe's alone", probeConn)
+	// A replica the Pool does not use holds no connection of its between
+	// probes; once calls wait, the probe holds one there.
+	if got := probeBackends(); len(got) != 0 {
+		t.Fatalf("probe sessions on the replica before the crash: %v, want none", got)
 	}
-
 	done := o.killAndWait(t, ctx, o.insert(ctx))
+	var probeConn []int
+	waitUntil(t, time.Minute, "the probe's session on the replica while the write waits", func() bool {
+		probeConn = probeBackends()
+		return len(probeConn) == 1
+	})
 	// The watch is cancelled after 20ms; the probes that follow it are
 	// answered at once.
 	before := hostStat(t, o.pool, o.next.Addr()).Probes
 	waitUntil(t, time.Minute, "the replica probed while the write waits", func() bool {
 		return hostStat(t, o.pool, o.next.Addr()).Probes >= before+5
 	})
-	if got := tcpBackends(); !slices.Contains(got, probeConn[0]) {
+	if got := probeBackends(); !slices.Contains(got, probeConn[0]) {
 		t.Errorf("TCP sessions on the replica while the write waits: %v, want the probe's %v among them still: a refused watch must not cost the connection", got, probeConn)
 	}
 	if s := hostStat(t, o.pool, o.next.Addr()); s.State != hosthealth.TopologyReject || s.Role != hosthealth.RoleReplica {

@@ -100,6 +100,10 @@ func (b *Book) Look(addr string, r Report) bool {
 	return next != old
 }
 
+// Reached returns the time of the newest sample of the primary at or
+// before replayed (History.Reached).
+func (b *Book) Reached(replayed LSN) (time.Time, bool) { return b.history.Reached(replayed) }
+
 // Forget drops a host that left the topology.
 func (b *Book) Forget(addr string) bool {
 	delete(b.replicas, addr)

@@ -107,6 +107,12 @@ type Observation struct {
 	LSN   replica.LSN      // Replayed
 	// Report is what a look found (Looked).
 	Report replica.Report
+	// Server is the server the connection of a Replayed or Looked
+	// observation reached, "" when not known. Behind a name that leads to
+	// several servers, what one of them holds says nothing of another:
+	// the observation is dropped unless it is the server the host's
+	// freshness describes (HostStatus.Server).
+	Server string
 }
 
 // Result is what an observation changed.
@@ -205,18 +211,39 @@ func (o *Owner[T]) Observe(ob Observation) Result[T] {
 		case hosthealth.RoleUnknown:
 			lagChanged = o.lag.Unknown(ob.Addr)
 		case hosthealth.RolePrimary:
+			if st.Server != "" && r.Server != "" && st.Server != r.Server {
+				// Another server behind the same name: the old one's
+				// positions say nothing of this one's.
+				o.lag.Forget(ob.Addr)
+			}
 			lagChanged = o.lag.Primary(ob.Addr, r.WAL, r.Asked, r.Sync)
 		default:
 			lagChanged = o.lag.Replica(ob.Addr, replica.Report{At: r.Asked, Replayed: r.WAL, Received: r.Received, Receiving: r.Receiving})
 		}
-	case Replayed:
-		lagChanged = o.lag.Raise(ob.Addr, ob.LSN)
-	case Looked:
-		lagChanged = o.lag.Look(ob.Addr, ob.Report)
+	case Replayed, Looked:
+		if ob.Server != "" && st.Server != "" && ob.Server != st.Server {
+			res.Dropped = true
+			return res
+		}
+		if ob.Kind == Replayed {
+			lagChanged = o.lag.Raise(ob.Addr, ob.LSN)
+		} else {
+			lagChanged = o.lag.Look(ob.Addr, ob.Report)
+		}
 	}
 	res.News = o.publish(old, health, old.Table, old.epochs, lagChanged)
 	res.After, _ = o.cur.Load().Status(ob.Addr)
 	return res
+}
+
+// Reached returns the time of the newest sample of the primary's WAL
+// position at or before lsn: every write acknowledged before it is
+// visible on a server that has replayed lsn. ok is false when no sample
+// is that old.
+func (o *Owner[T]) Reached(lsn replica.LSN) (at time.Time, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lag.Reached(lsn)
 }
 
 // SetTable makes table the host table and hosts the host set, in one

@@ -68,21 +68,31 @@ func (h *Host) openConns() int {
 // lend lends host h's probe an idle connection of its pools, the calls'
 // first: an idle Pool then holds one connection on the host, which its
 // calls and its probe share. ok is false when neither pool has an idle
-// connection; lend opens none.
-func lend(ctx context.Context, h *Host) (loan probe.Loan, ok bool) {
+// connection on the server the probe last reached (when known); lend
+// opens none.
+func (s *Set) lend(ctx context.Context, h *Host) (loan probe.Loan, ok bool) {
+	server := ""
+	if st, ok := s.state.Routes().Status(h.Addr); ok {
+		server = st.Server
+	}
 	for _, p := range [...]*pgxpool.Pool{h.Calls, h.Reads} {
 		if p.Stat().IdleConns() == 0 {
 			continue
 		}
-		conns := p.AcquireAllIdle(ctx)
-		if len(conns) == 0 {
-			continue
-		}
-		for _, c := range conns[1:] {
+		var lent *pgxpool.Conn
+		for _, c := range p.AcquireAllIdle(ctx) {
+			// Behind a name that spreads connections over servers, one on
+			// the server the host's probe describes keeps that view.
+			if cs := StateOf(c.Conn().PgConn()).Server; lent == nil && (server == "" || cs == "" || cs == server) {
+				lent = c
+				continue
+			}
 			c.Release()
 		}
-		pc := conns[0].Conn().PgConn()
-		return probe.Loan{Conn: pc, Prepared: &StateOf(pc).probed, Return: conns[0].Release}, true
+		if lent != nil {
+			pc := lent.Conn().PgConn()
+			return probe.Loan{Conn: pc, Prepared: &StateOf(pc).probed, Return: lent.Release}, true
+		}
 	}
 	return probe.Loan{}, false
 }
@@ -105,6 +115,12 @@ type ConnState struct {
 	// probed says which of the probe's statements the connection holds,
 	// once lent to the probe (lend).
 	probed [2]bool
+	// Server is the server a connection of the Reader's reached, as it
+	// names itself (probe.ServerSQL); "" when it did not say, and for the
+	// other pools' connections. Behind a name that spreads connections
+	// over several servers (a reader endpoint), it tells whether what the
+	// host's probe found describes this connection's server.
+	Server string
 }
 
 // StateOf returns what the package keeps of pc, made on first use (a
@@ -133,7 +149,7 @@ func (s *Set) NewHost(host string, port uint16, cfg *pgxpool.Config) (*Host, err
 	h.Probe.Config = h.Dial
 	h.Probe.BeforeConnect = cfg.BeforeConnect
 	h.Probe.Socks = &h.Socks
-	h.Probe.Lend = func(ctx context.Context) (probe.Loan, bool) { return lend(ctx, h) }
+	h.Probe.Lend = func(ctx context.Context) (probe.Loan, bool) { return s.lend(ctx, h) }
 
 	readCfg := cfg.Copy()
 	readCfg.MinConns = 0
@@ -182,6 +198,15 @@ func (s *Set) buildPool(h *Host, cfg *pgxpool.Config, target hosthealth.Target, 
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 			if err := s.CheckRole(ctx, h, conn, target, since); err != nil {
 				return err
+			}
+			if purpose == telemetry.PurposeReads {
+				// The Reader judges each read by the server it reaches
+				// (see ConnState.Server).
+				server, err := serverOf(ctx, conn)
+				if err != nil {
+					return err
+				}
+				StateOf(conn).Server = server
 			}
 			opened()
 			return nil
@@ -407,6 +432,22 @@ func (s *Set) tryConnect(ctx context.Context, h *Host, timeout time.Duration) er
 	}
 	defer conn.Close(context.Background())
 	return s.checkAnswer(ctx, h, conn, s.cfg.Target, since)
+}
+
+// serverSQL asks a server which it is (probe.ServerSQL).
+const serverSQL = "SELECT " + probe.ServerSQL
+
+// serverOf asks the server at the other end of conn which it is: one
+// round trip, at login.
+func serverOf(ctx context.Context, conn *pgconn.PgConn) (string, error) {
+	res := conn.ExecParams(ctx, serverSQL, nil, nil, nil, nil).Read()
+	if res.Err != nil {
+		return "", res.Err
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
+		return "", nil
+	}
+	return string(res.Rows[0][0]), nil
 }
 
 // serverRole reads the role of the server at the other end of conn: from
