@@ -41,7 +41,7 @@ type Loop struct {
 	// Nudge receives when the Pool starts using the host (Host.InUse):
 	// the loop computes its next probe again.
 	Nudge <-chan struct{}
-	Host Host
+	Host  Host
 }
 
 // Run runs the loop: every Schedule.Idle while no call waits, faster while
