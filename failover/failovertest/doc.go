@@ -52,7 +52,10 @@
 //     endpoint, a Kubernetes Service or HAProxy does (or in front of
 //     several, taken in turn, as a reader endpoint): Endpoint.MoveTo sends
 //     new connections elsewhere while open ones stay on their server, and
-//     Endpoint.Cut closes the open ones.
+//     Endpoint.Cut closes the open ones. Cluster.PrimaryEndpoint and
+//     Cluster.ReplicaEndpoint follow the primary, or the replicas, by
+//     themselves, a lag the test chooses after each drill that changes
+//     them, as a DNS TTL or a health check's interval does.
 //
 // # Servers
 //

@@ -2,9 +2,12 @@ package failovertest_test
 
 import (
 	"context"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -97,4 +100,120 @@ func TestEndpoint(t *testing.T) {
 	if _, err := c.Endpoint(primary, nil); err == nil {
 		t.Error("an endpoint in front of a nil node started")
 	}
+}
+
+// portThrough connects through ep, returns the port of the server the
+// connection reached and closes it.
+func portThrough(t *testing.T, ctx context.Context, ep *failovertest.Endpoint) int {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, ep.ConnString(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	return serverPort(t, ctx, conn)
+}
+
+// TestPrimaryEndpointFollowsSwitchover: a primary endpoint leads new
+// connections to the old primary for its lag after a Switchover, then to
+// the new one.
+func TestPrimaryEndpointFollowsSwitchover(t *testing.T) {
+	skipUnderShort(t)
+	t.Parallel()
+	ctx := testContext(t)
+	c := failovertest.Start(t, failovertest.Replicas(1))
+	old := c.Primary()
+
+	const lag = 300 * time.Millisecond
+	ep, err := c.PrimaryEndpoint(lag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := portThrough(t, ctx, ep); got != old.Port() {
+		t.Fatalf("before the switchover: port %d, want the primary's %d", got, old.Port())
+	}
+
+	next, err := c.Switchover(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switched := time.Now()
+	got := portThrough(t, ctx, ep)
+	if took := time.Since(switched); took < lag*2/3 {
+		if got != old.Port() {
+			t.Errorf("right after the switchover: port %d, want the old primary's %d", got, old.Port())
+		}
+	} else {
+		t.Logf("the connection after the switchover took %v, too close to the lag to tell", took)
+	}
+
+	waitUntil(t, 10*time.Second, "a new connection through the endpoint to reach the new primary "+next.Name(), func() bool {
+		return portThrough(t, ctx, ep) == next.Port()
+	})
+}
+
+// TestReplicaEndpointFollowsFailover: a replica endpoint with no lag
+// leads new connections to the replicas only, to those left after a
+// Failover as soon as it returns, and to the old primary too once it
+// rejoins.
+func TestReplicaEndpointFollowsFailover(t *testing.T) {
+	skipUnderShort(t)
+	t.Parallel()
+	ctx := testContext(t)
+	c := failovertest.Start(t, failovertest.Replicas(2))
+	old := c.Primary()
+
+	ep, err := c.ReplicaEndpoint(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// reached connects n times through ep and counts the connections
+	// that reached each port.
+	reached := func(n int) map[int]int {
+		seen := map[int]int{}
+		for range n {
+			seen[portThrough(t, ctx, ep)]++
+		}
+		return seen
+	}
+	// check checks that every connection reached one of nodes, and every
+	// node one connection at least.
+	check := func(when string, seen map[int]int, nodes []*failovertest.Node) {
+		t.Helper()
+		want := map[int]int{}
+		for _, n := range nodes {
+			want[n.Port()] = 0
+		}
+		for port := range seen {
+			if _, ok := want[port]; !ok {
+				t.Errorf("%s: a connection reached port %d, want only %v", when, port, slices.Sorted(maps.Keys(want)))
+			}
+		}
+		for port := range want {
+			if seen[port] == 0 {
+				t.Errorf("%s: no connection reached port %d of %v", when, port, slices.Sorted(maps.Keys(want)))
+			}
+		}
+	}
+	check("before the failover", reached(4), c.Replicas())
+
+	next, err := c.Failover(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []*failovertest.Node
+	for _, n := range c.Replicas() {
+		if n != old {
+			left = append(left, n)
+		}
+	}
+	if len(left) != 1 || left[0] == next {
+		t.Fatalf("after the failover to %v, the replicas but the old primary are %v", next, left)
+	}
+	check("after the failover", reached(4), left)
+
+	if err := c.Rejoin(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	check("after the old primary rejoined", reached(4), append(left, old))
 }

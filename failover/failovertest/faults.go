@@ -34,6 +34,7 @@ func (c *Cluster) CrashPrimary(ctx context.Context) (*Node, error) {
 func (c *Cluster) Failover(ctx context.Context, promoteAfter time.Duration) (*Node, error) {
 	c.drill.Lock()
 	defer c.drill.Unlock()
+	defer c.drilled() // before the unlock: moves the endpoints that follow drills
 	best, err := c.pc.FailoverToBest(ctx, promoteAfter)
 	if err != nil {
 		return nil, err
@@ -63,6 +64,7 @@ func (c *Cluster) Promote(ctx context.Context, n *Node) error {
 	}
 	c.drill.Lock()
 	defer c.drill.Unlock()
+	defer c.drilled() // before the unlock: moves the endpoints that follow drills
 	return c.promote(ctx, pn)
 }
 
@@ -91,6 +93,7 @@ func (c *Cluster) Switchover(ctx context.Context, to *Node) (*Node, error) {
 	}
 	c.drill.Lock()
 	defer c.drill.Unlock()
+	defer c.drilled() // before the unlock: moves the endpoints that follow drills
 	if err := c.pc.Switchover(ctx, pn); err != nil {
 		return nil, err
 	}
@@ -109,5 +112,6 @@ func (c *Cluster) Rejoin(ctx context.Context, n *Node) error {
 	}
 	c.drill.Lock()
 	defer c.drill.Unlock()
+	defer c.drilled() // before the unlock: moves the endpoints that follow drills
 	return c.pc.Rejoin(ctx, pn, c.pc.Primary())
 }
