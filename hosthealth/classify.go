@@ -132,6 +132,16 @@ func Classify(err error) Class {
 	return NotFailover
 }
 
+// Full reports whether err is a server's refusal of a new connection for
+// lack of slots (SQLSTATE 53300, too_many_connections): the server is up
+// and in its role, and its open sessions work on. It is Transient to
+// Classify; a host whose connections are open is full, not down (the
+// Pool does not count it as a failover event then).
+func Full(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "53300"
+}
+
 // classifyCode maps a SQLSTATE to a Class. err is the whole chain, needed
 // to tell a permission error at connect from one at query time.
 func classifyCode(code string, err error) Class {

@@ -33,6 +33,9 @@ func (s *Set) ProbeOnce(ctx context.Context, h *Host, plan probe.Plan) ProbeResu
 // state drops it, and the next probe asks again.
 func (s *Set) Probed(h *Host, r ProbeResult) {
 	s.cfg.Telemetry.Probed(h.Server, r.Err)
+	if s.full(h, r.Err) {
+		return
+	}
 	// The Reader's pins read the primary's samples: one is kept before the
 	// routes that may make its host the primary are published, and only
 	// from an answer that host state takes.
@@ -72,6 +75,16 @@ func (s *Set) Probed(h *Host, r ProbeResult) {
 			s.cfg.Refresh() // a host went down: the cluster may have moved
 		}
 	}
+}
+
+// full reports whether err says that the server of host h refused a new
+// connection for lack of slots (hosthealth.Full) while the host's pools
+// hold connections there: the server is up and they work on, so it is
+// no failover event. The probe backs off as from a server that refuses
+// for now (probe.Busy); a host with no connection open is marked as
+// usual, since nothing of the Pool's reaches it.
+func (s *Set) full(h *Host, err error) bool {
+	return hosthealth.Full(err) && h.openConns() > 0
 }
 
 // StartProbe starts h's probe loop (probe.Loop): every

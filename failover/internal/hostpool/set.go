@@ -114,9 +114,11 @@ func (s *Set) Observe(h *Host, ob hoststate.Observation) hoststate.Result[Host] 
 // its pooled connections), the local-first fallback hears of it (Failed;
 // not of a refusal as a replica), and the topology source is asked to
 // look again. A wrong role stated by the server when connecting was
-// recorded then, and is not recorded again.
+// recorded then, and is not recorded again. A server refusing a new
+// connection while the host's connections work on is full, not down
+// (full), and is not marked.
 func (s *Set) MarkFailed(h *Host, class hosthealth.Class, err error) {
-	if _, ok := errors.AsType[*hosthealth.RoleError](err); ok && class == hosthealth.Topology {
+	if _, ok := errors.AsType[*hosthealth.RoleError](err); ok && class == hosthealth.Topology || s.full(h, err) {
 		return
 	}
 	s.Observe(h, hoststate.Observation{Kind: hoststate.Failed, Class: class})
