@@ -77,6 +77,7 @@ var durationKeys = []struct {
 	{connkeys.HealthProbeInterval, true, func(c *Config) time.Duration { return c.HealthProbeInterval }, 0},
 	{connkeys.HealthProbeTimeout, true, func(c *Config) time.Duration { return c.HealthProbeTimeout }, 0},
 	{connkeys.HealthProbeWaitMax, true, func(c *Config) time.Duration { return c.HealthProbeWaitMax }, connkeys.DefaultHealthProbeInterval},
+	{connkeys.NameRecheckInterval, false, func(c *Config) time.Duration { return c.NameRecheckInterval }, 0},
 	{connkeys.PinAfterWrite, false, func(c *Config) time.Duration { return c.Replica.PinAfterWrite }, 0},
 	{connkeys.MaxLag, false, func(c *Config) time.Duration { return c.Replica.MaxLag }, 0},
 	{connkeys.ReplicaWait, false, func(c *Config) time.Duration { return c.Replica.Wait }, 0},
@@ -595,6 +596,8 @@ func TestNewWithConfigChecksDurationsSetInCode(t *testing.T) {
 			c.HealthProbeInterval, c.HealthProbeWaitMax = 20*time.Millisecond, 20*time.Millisecond
 		}, "", ""},
 		{"replica wait zero", func(c *Config) { c.Replica.Wait = 0 }, "", ""},
+		{"name recheck interval negative", func(c *Config) { c.NameRecheckInterval = -time.Millisecond }, connkeys.NameRecheckInterval, "NameRecheckInterval"},
+		{"name recheck interval zero", func(c *Config) { c.NameRecheckInterval = 0 }, "", ""},
 		{"ready conns negative", func(c *Config) { c.ReadyConns = -1 }, connkeys.ReadyConns, "ReadyConns"},
 		{"ready conns zero", func(c *Config) { c.ReadyConns = 0 }, "", ""},
 		{"max attempts zero", func(c *Config) { c.MaxAttempts = 0 }, connkeys.MaxAttempts, "MaxAttempts"},

@@ -104,6 +104,7 @@ type Config struct {
 	BackoffMax          time.Duration // failover_backoff_max
 	HealthProbeInterval time.Duration // health_probe_interval
 	HealthProbeWaitMax  time.Duration // health_probe_wait_max
+	NameRecheckInterval time.Duration // name_recheck_interval
 	HealthProbeTimeout  time.Duration // health_probe_timeout
 	LazyConnect         bool          // lazy_connect
 
@@ -195,6 +196,8 @@ func (c *Config) check() error {
 		return &ConfigError{Key: connkeys.HealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, less than %v, the shortest interval between probes", c.HealthProbeWaitMax, probe.Floor)}
 	case c.HealthProbeWaitMax > c.HealthProbeInterval:
 		return &ConfigError{Key: connkeys.HealthProbeWaitMax, Msg: fmt.Sprintf("HealthProbeWaitMax is %v, greater than %s (HealthProbeInterval, %v)", c.HealthProbeWaitMax, connkeys.HealthProbeInterval, c.HealthProbeInterval)}
+	case c.NameRecheckInterval < 0:
+		return &ConfigError{Key: connkeys.NameRecheckInterval, Msg: fmt.Sprintf("NameRecheckInterval is %v, negative: 0 opens none", c.NameRecheckInterval)}
 	}
 	return c.Replica.check(c.HealthProbeInterval)
 }

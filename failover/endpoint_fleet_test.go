@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/internal/faultproxy"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
@@ -20,8 +22,9 @@ import (
 // wait; then it moves to the new primary. The test reports what the
 // Pools' fresh connections cost the standby meanwhile (connections
 // through the endpoint, the standby's CPU) and how soon each Pool wrote
-// again; it asserts only that every Pool writes again and that no write
-// failed but those in flight at the switchover.
+// again, beside a bare pgxpool through the same endpoint; it asserts only
+// that every Pool writes again and that no write of theirs failed but
+// those in flight at the switchover.
 func TestFleetBehindALaggingEndpoint(t *testing.T) {
 	skipUnderShort(t)
 	const (
@@ -84,6 +87,30 @@ func TestFleetBehindALaggingEndpoint(t *testing.T) {
 		}
 		return time.Time{}, false
 	}
+	// Beside them, a bare pgxpool through the same endpoint, whose
+	// writers try again at once after an error, as writers on pgx alone
+	// must to write as soon as they can.
+	bare, err := pgxpool.New(ctx, dsn+"&pool_max_conns=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bare.Close)
+	var bareMu sync.Mutex
+	var bareAcks []time.Time
+	bareErrs := 0
+	loops = append(loops, startLoop(t, fleetWriters, func() {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := bare.Exec(wctx, "INSERT INTO writes VALUES (2)")
+		at := time.Now()
+		bareMu.Lock()
+		defer bareMu.Unlock()
+		if err != nil {
+			bareErrs++
+			return
+		}
+		bareAcks = append(bareAcks, at)
+	}))
 	began := time.Now()
 	waitUntil(t, time.Minute, "writes through every Pool", func() bool {
 		for _, fp := range fleet {
@@ -141,6 +168,26 @@ func TestFleetBehindALaggingEndpoint(t *testing.T) {
 		fp.mu.Unlock()
 	}
 	slices.Sort(firsts)
+	// pgxpool's writes, for as long as the Pools took and 5 s more.
+	deadline := time.Now().Add(5 * time.Second)
+	bareFirst := "none"
+	for bareFirst == "none" && time.Now().Before(deadline) {
+		bareMu.Lock()
+		for _, at := range bareAcks {
+			if at.After(moved) {
+				bareFirst = at.Sub(moved).Round(time.Millisecond).String()
+				break
+			}
+		}
+		bareMu.Unlock()
+		if bareFirst == "none" {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	bareMu.Lock()
+	t.Logf("  a bare pgxpool through the same endpoint: first write after the move %s (looked for %v), %d writes failed in all",
+		bareFirst, time.Since(moved).Round(time.Second), bareErrs)
+	bareMu.Unlock()
 	secs := window.Seconds()
 	cpu := cpu1 - cpu0
 	t.Logf("%d Pools x %d writers behind an endpoint leading to a standby for %v:", fleetPools, fleetWriters, window.Round(time.Millisecond))

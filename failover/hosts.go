@@ -36,7 +36,7 @@ func (p *Pool) newHostSet() *hostpool.Set {
 		GoUnlessClosed:      p.goUnlessClosed,
 		ProbeConnectTimeout: p.probeTimeout(),
 		HealthProbeTimeout:  p.cfg.HealthProbeTimeout,
-		Schedule:            probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Rand: rand.Int64N},
+		Schedule:            probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Recheck: p.cfg.NameRecheckInterval, Rand: rand.Int64N},
 		ReadyConns:          p.cfg.ReadyConns,
 		Demoted:             func(addr string) { p.follower().Demoted(addr) },
 		Failed:              func(addr string, err error) { p.steer.failed(addr, err) },

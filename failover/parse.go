@@ -62,6 +62,15 @@ import (
 //	                                      backs off from 5ms to 500ms instead); larger trades
 //	                                      detection delay for load; >= 2ms and
 //	                                      <= health_probe_interval (when unset, lowered to it)
+//	name_recheck_interval     50ms        while calls wait for a primary and a host's name leads
+//	                                      to a standby streaming from a primary elsewhere (an
+//	                                      endpoint or DNS name lagging behind a failover), the
+//	                                      shortest interval between the probe's fresh
+//	                                      connections through the name, each a login on the
+//	                                      server it reaches (the interval grows with the wait,
+//	                                      to health_probe_interval); larger trades the first
+//	                                      write after the name moves for the standby's CPU;
+//	                                      >= 0, 0 opens none
 //	health_probe_timeout      3s          how long a probe's question may go unanswered on
 //	                                      its open connection before the host is judged silent
 //	                                      and every connection to it is cut; > 0
@@ -194,6 +203,7 @@ func ParseConfig(connString string) (*Config, error) {
 		BackoffMax:           s.BackoffMax,
 		HealthProbeInterval:  s.HealthProbeInterval,
 		HealthProbeWaitMax:   s.HealthProbeWaitMax,
+		NameRecheckInterval:  s.NameRecheckInterval,
 		HealthProbeTimeout:   s.HealthProbeTimeout,
 		LazyConnect:          s.LazyConnect,
 		connString:           connString,

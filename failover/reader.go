@@ -390,12 +390,7 @@ func (r *Reader) replayed(c *call, h *hostpool.Host, conn *pgxpool.Conn, want re
 // name that spreads connections over several servers (a reader endpoint),
 // what the Pool knows of h's freshness is not about conn's server.
 func (r *Reader) elsewhere(h *hostpool.Host, conn *pgxpool.Conn) bool {
-	server := hostpool.StateOf(conn.Conn().PgConn()).Server
-	if server == "" {
-		return false
-	}
-	st, ok := r.p.state.Routes().Status(h.Addr)
-	return ok && st.Server != "" && st.Server != server
+	return !r.p.hosts.OnProbedServer(h, hostpool.StateOf(conn.Conn().PgConn()))
 }
 
 // confirmElsewhere judges read c on conn itself, a connection to h that

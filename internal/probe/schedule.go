@@ -45,9 +45,9 @@ import (
 //     lag behind a promotion (a cloud endpoint, a Kubernetes Service or a
 //     DNS name that still leads to the old primary). Besides the watch,
 //     the probe then gives up its connection and opens another through
-//     the name every followInterval of the wait's age, jittered into
-//     [½, 1]: followFloor at first, growing to idle in a wait that goes
-//     on (see Fresh). A login costs the server far more than a probe's
+//     the name every recheckInterval of the wait's age, jittered into
+//     [½, 1]: Recheck at first, growing to idle in a wait that goes on
+//     (see Fresh); never when Recheck is 0. A login costs the server far more than a probe's
 //     round trip, so this is the only case that reconnects a host that
 //     answers;
 //   - the host could not be reached (refused, timed out, reset): a
@@ -70,7 +70,10 @@ import (
 type Schedule struct {
 	Idle    time.Duration // health_probe_interval
 	WaitMax time.Duration // health_probe_wait_max
-	Rand    backoff.Rand  // uniform in [0, n), n > 0
+	// Recheck is the shortest interval between two fresh connections of
+	// a Lagging host (name_recheck_interval); 0 opens none.
+	Recheck time.Duration
+	Rand    backoff.Rand // uniform in [0, n), n > 0
 }
 
 const (
@@ -90,15 +93,14 @@ const (
 	// dial to an address where nothing listens costs no server anything;
 	// through a forwarder, one accept).
 	waitBackoffMax = 150 * time.Millisecond
-	// followFloor and followGrowth shape the interval between the fresh
-	// connections of a Lagging host: the wait's age divided by
-	// followGrowth, at least followFloor, at most idle. A login costs
-	// the server 20-30 ms of CPU on the test machine (a fork there costs
-	// 20 ms; 1-3 ms on common hardware), 100 times a probe's round trip:
-	// about 10 logins a second for the first few seconds of a wait, then
-	// fewer, bound what a Pool costs the server its name leads to.
-	followFloor  = 50 * time.Millisecond
-	followGrowth = 50
+	// recheckGrowth shapes the interval between the fresh connections of
+	// a Lagging host: the wait's age divided by recheckGrowth, at least
+	// Recheck, at most idle. A login costs the server 20-40 ms of CPU on
+	// the test machine (a fork there costs 20 ms; a few ms on common
+	// hardware), 100 times a probe's round trip or more: at most one
+	// each Recheck for the first seconds of a wait, then fewer, bounds
+	// what a Pool costs the server its name leads to.
+	recheckGrowth = 50
 	// dormantFactor is how many idles apart a Dormant host is probed
 	// while no call waits: each probe is a login there, 20-30 ms of the
 	// server's CPU on the test machine, about 100 times a probe's round
@@ -122,7 +124,7 @@ const (
 	Busy
 	// Lagging: the server answered as a standby that streams WAL from a
 	// primary elsewhere, while the Pool needs a primary: the host's name
-	// may lag behind a promotion, and is followed (see Schedule.Fresh).
+	// may lag behind a promotion, and is rechecked (see Schedule.Fresh).
 	Lagging
 )
 
@@ -191,9 +193,9 @@ type Wait struct {
 // is drawn from now.
 func (s Schedule) Observe(st State, o Outcome, w Wait, now time.Time) State {
 	st.Outcome, st.Last, st.RetryAt, st.HintPending = o, now, time.Time{}, false
-	if o == Lagging {
+	if o == Lagging && s.Recheck > 0 {
 		if st.FreshAt.IsZero() {
-			st.FreshAt = now.Add(s.jitter(s.followInterval(w, now)))
+			st.FreshAt = now.Add(s.jitter(s.recheckInterval(w, now)))
 		}
 	} else {
 		st.FreshAt = time.Time{}
@@ -211,14 +213,15 @@ func (s Schedule) Observe(st State, o Outcome, w Wait, now time.Time) State {
 	return st
 }
 
-// followInterval is the interval between two fresh connections of a
-// Lagging host as of now, before jitter: the wait's age over followGrowth,
-// at least followFloor, at most idle; idle while no call waits.
-func (s Schedule) followInterval(w Wait, now time.Time) time.Duration {
+// recheckInterval is the interval between two fresh connections of a
+// Lagging host as of now, before jitter: the wait's age over
+// recheckGrowth, at least Recheck, at most idle (or Recheck, when
+// longer); idle while no call waits.
+func (s Schedule) recheckInterval(w Wait, now time.Time) time.Duration {
 	if !w.Waiting {
-		return s.Idle
+		return max(s.Idle, s.Recheck)
 	}
-	return min(max(now.Sub(w.Since)/followGrowth, followFloor), max(s.Idle, followFloor))
+	return min(max(now.Sub(w.Since)/recheckGrowth, s.Recheck), max(s.Idle, s.Recheck))
 }
 
 // Fresh reports whether the probe sent at now opens a fresh connection
@@ -319,7 +322,7 @@ const (
 // waitInterval/watchChecksPerInterval (never below Floor; the curve
 // starts again when a source names the host the primary, as in next), on
 // the server, for about watchSpan (a Lagging host: at most one
-// followInterval, when its next fresh connection is due), and it answers
+// recheckInterval, when its next fresh connection is due), and it answers
 // at once when it is no longer. Otherwise the plan is zero and the host is polled.
 func (s Schedule) Watch(st State, w Wait, claimedPrimary, promotable bool, now time.Time) Watch {
 	if !promotable || !w.Waiting || (st.Outcome != Answered && st.Outcome != Lagging) {
@@ -327,9 +330,9 @@ func (s Schedule) Watch(st State, w Wait, claimedPrimary, promotable bool, now t
 	}
 	step := max(Floor, s.waitInterval(now.Sub(s.curveStart(st, w, claimedPrimary)))/watchChecksPerInterval)
 	span := watchSpan
-	if st.Outcome == Lagging {
+	if st.Outcome == Lagging && s.Recheck > 0 {
 		// The watch ends about when the next fresh connection is due.
-		span = min(span, s.followInterval(w, now))
+		span = min(span, s.recheckInterval(w, now))
 	}
 	return Watch{Step: step, Checks: max(1, int(span/step))}
 }

@@ -18,7 +18,7 @@ var (
 )
 
 func defaultSchedule(rand func(int64) int64) Schedule {
-	return Schedule{Idle: time.Second, WaitMax: 50 * time.Millisecond, Rand: rand} // the Pool's defaults
+	return Schedule{Idle: time.Second, WaitMax: 50 * time.Millisecond, Recheck: 50 * time.Millisecond, Rand: rand} // the Pool's defaults
 }
 
 const ms = time.Millisecond
@@ -365,12 +365,12 @@ func TestProbeScheduleWatch(t *testing.T) {
 	}
 }
 
-// TestProbeScheduleFollow: a Lagging host (its name leads to a standby
+// TestProbeScheduleRecheck: a Lagging host (its name leads to a standby
 // that streams from a primary elsewhere) is reached through a fresh
-// connection every followInterval of the wait's age while calls wait,
+// connection every recheckInterval of the wait's age while calls wait,
 // and its watch ends when the next one is due; a dead host's backoff is
 // capped while calls wait, a busy server's is not.
-func TestProbeScheduleFollow(t *testing.T) {
+func TestProbeScheduleRecheck(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	waitFor := func(d time.Duration) Wait { return Wait{Waiting: true, Since: t0.Add(-d)} }
 	for _, tc := range []struct {
@@ -415,6 +415,15 @@ func TestProbeScheduleFollow(t *testing.T) {
 	}
 	if failed := s.Observe(st, Failed, w, t0); !failed.FreshAt.IsZero() {
 		t.Error("a failure kept the fresh connection's time")
+	}
+	// name_recheck_interval=0: no fresh connection, and a whole watch.
+	off := s
+	off.Recheck = 0
+	if st := off.Observe(State{}, Lagging, w, t0); off.Fresh(st, w, t0.Add(time.Hour)) {
+		t.Error("a fresh connection with Recheck 0")
+	}
+	if plan := off.Watch(State{Outcome: Lagging}, w, false, true, t0); plan.Length() < watchSpan-plan.Step {
+		t.Errorf("watch of a lagging host with Recheck 0 = %v, want about %v", plan.Length(), watchSpan)
 	}
 	// Polled on the wait's curve, but never later than the fresh connection.
 	if got := s.Next(State{Outcome: Lagging, Last: t0, FreshAt: t0.Add(10 * ms)}, w, false, t0).Sub(t0); got != 10*ms {

@@ -20,6 +20,7 @@ const (
 	HealthProbeInterval    = "health_probe_interval"
 	HealthProbeTimeout     = "health_probe_timeout"
 	HealthProbeWaitMax     = "health_probe_wait_max"
+	NameRecheckInterval    = "name_recheck_interval"
 	PinAfterWrite          = "pin_after_write"
 	MaxLag                 = "max_lag"
 	ReplicaWait            = "replica_wait"
@@ -66,6 +67,7 @@ var own = []string{
 	HealthProbeInterval,
 	HealthProbeTimeout,
 	HealthProbeWaitMax,
+	NameRecheckInterval,
 	PinAfterWrite,
 	MaxLag,
 	ReplicaWait,

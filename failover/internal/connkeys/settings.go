@@ -27,6 +27,7 @@ const (
 	DefaultHealthProbeInterval = time.Second
 	DefaultHealthProbeTimeout  = 3 * time.Second
 	DefaultHealthProbeWaitMax  = 50 * time.Millisecond
+	DefaultNameRecheckInterval = 50 * time.Millisecond
 	DefaultPinAfterWrite       = time.Second
 	DefaultMaxLag              = 0
 	DefaultReplicaWait         = 20 * time.Millisecond
@@ -56,6 +57,7 @@ type Settings struct {
 	BackoffMax          time.Duration // failover_backoff_max
 	HealthProbeInterval time.Duration // health_probe_interval
 	HealthProbeWaitMax  time.Duration // health_probe_wait_max
+	NameRecheckInterval time.Duration // name_recheck_interval
 	HealthProbeTimeout  time.Duration // health_probe_timeout
 	LazyConnect         bool          // lazy_connect
 	TCPUserTimeout      time.Duration // tcp_user_timeout, 0 for the operating system's default
@@ -100,6 +102,7 @@ func defaults(maxConns int) Settings {
 		HealthProbeInterval: DefaultHealthProbeInterval,
 		HealthProbeTimeout:  DefaultHealthProbeTimeout,
 		HealthProbeWaitMax:  DefaultHealthProbeWaitMax,
+		NameRecheckInterval: DefaultNameRecheckInterval,
 		TCPUserTimeout:      netconn.DefaultTCPUserTimeout,
 		Replica: Replica{
 			PinAfterWrite: DefaultPinAfterWrite,
@@ -139,6 +142,9 @@ func Read(own map[string]string, tsa connstr.TargetSessionAttrs, maxConns int) (
 		return Settings{}, err
 	}
 	if s.HealthProbeWaitMax, err = r.probeWaitMax(s.HealthProbeWaitMax, s.HealthProbeInterval); err != nil {
+		return Settings{}, err
+	}
+	if s.NameRecheckInterval, err = r.duration(NameRecheckInterval, s.NameRecheckInterval, nonNegative); err != nil {
 		return Settings{}, err
 	}
 	if err = r.replica(&s.Replica, s.HealthProbeInterval); err != nil {

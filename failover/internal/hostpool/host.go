@@ -71,10 +71,6 @@ func (h *Host) openConns() int {
 // connection on the server the probe last reached (when known); lend
 // opens none.
 func (s *Set) lend(ctx context.Context, h *Host) (loan probe.Loan, ok bool) {
-	server := ""
-	if st, ok := s.state.Routes().Status(h.Addr); ok {
-		server = st.Server
-	}
 	for _, p := range [...]*pgxpool.Pool{h.Calls, h.Reads} {
 		if p.Stat().IdleConns() == 0 {
 			continue
@@ -83,7 +79,7 @@ func (s *Set) lend(ctx context.Context, h *Host) (loan probe.Loan, ok bool) {
 		for _, c := range p.AcquireAllIdle(ctx) {
 			// Behind a name that spreads connections over servers, one on
 			// the server the host's probe describes keeps that view.
-			if cs := StateOf(c.Conn().PgConn()).Server; lent == nil && (server == "" || cs == "" || cs == server) {
+			if lent == nil && s.OnProbedServer(h, StateOf(c.Conn().PgConn())) {
 				lent = c
 				continue
 			}
@@ -115,10 +111,11 @@ type ConnState struct {
 	// probed says which of the probe's statements the connection holds,
 	// once lent to the probe (lend).
 	probed [2]bool
-	// Server is the server a connection of the Reader's reached, as it
-	// names itself (probe.ServerSQL); "" when it did not say, and for the
-	// other pools' connections. Behind a name that spreads connections
-	// over several servers (a reader endpoint), it tells whether what the
+	// Server is the server a connection of the Reader's, or one opened
+	// on a standby ahead of its promotion, reached, as it names itself
+	// (probe.ServerSQL); "" when it did not say, and for the other
+	// connections. Behind a name that spreads connections over several
+	// servers (a reader endpoint), or moves, it tells whether what the
 	// host's probe found describes this connection's server.
 	Server string
 }
@@ -247,8 +244,15 @@ func (s *Set) CheckRole(ctx context.Context, h *Host, conn *pgconn.PgConn, targe
 		// Opened for the promotion of a server the probe counts read-only.
 		// The probe, not this login, says when it takes writes: a primary
 		// fenced read-only by its configuration reports in_hot_standby=off
-		// too. The connection is kept for that moment (Reusable).
-		StateOf(conn).standby = true
+		// too. The connection is kept for that moment (Reusable), on the
+		// server it reached: behind a name that moves, the promotion the
+		// probe sees may be another server's.
+		server, err := serverOf(ctx, conn)
+		if err != nil {
+			return err
+		}
+		st := StateOf(conn)
+		st.standby, st.Server = true, server
 		return nil
 	}
 	return s.checkAnswer(ctx, h, conn, target, since)
@@ -355,7 +359,7 @@ func (s *Set) Reusable(h *Host, pc *pgconn.PgConn, st *ConnState) bool {
 	if st.standby {
 		// Opened on a standby for its promotion: handed out only where
 		// standbyUsable says so, whatever the session reports.
-		if !s.standbyUsable(h) {
+		if !s.standbyUsable(h) || !s.OnProbedServer(h, st) {
 			s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedNotPromoted, 1)
 			return false
 		}
@@ -374,6 +378,16 @@ func (s *Set) Reusable(h *Host, pc *pgconn.PgConn, st *ConnState) bool {
 		return false
 	}
 	return true
+}
+
+// OnProbedServer reports whether the connection whose state is st reached
+// the server host h's probe last reached, or either is not known.
+func (s *Set) OnProbedServer(h *Host, st *ConnState) bool {
+	if st.Server == "" {
+		return true
+	}
+	hs, ok := s.state.Routes().Status(h.Addr)
+	return !ok || hs.Server == "" || hs.Server == st.Server
 }
 
 // StillOpen reports whether nothing is waiting on the socket of an idle
