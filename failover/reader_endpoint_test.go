@@ -3,6 +3,7 @@ package failover_test
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,5 +86,100 @@ func TestReaderBehindASpreadingEndpoint(t *testing.T) {
 	t.Logf("%d reads, %d missed the write before them; the endpoint's host: server %s, %d Reader connections", reads, misses, st.Server, st.Reads.TotalConns())
 	if misses > 0 {
 		t.Errorf("%d of %d reads missed the write before them", misses, reads)
+	}
+}
+
+// TestReadsThroughEndpointsFailover: the Pool names a writer endpoint and
+// a reader endpoint, each following the cluster 300 ms after a failover
+// (the primary crashes, the best standby is promoted a second later).
+// Writers write and read back each acknowledged write through the
+// Reader; other readers read on. No read fails, none misses the write
+// before it, and the longest time without a successful read is
+// reported.
+func TestReadsThroughEndpointsFailover(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := failovertest.Start(t, failovertest.Replicas(2), failovertest.SyncReplication())
+	writer, err := c.PrimaryEndpoint(300 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := c.ReplicaEndpoint(300 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := strings.Replace(writer.ConnString("pool_max_conns=4"), writer.Addr(), writer.Addr()+","+reader.Addr(), 1)
+	pool := newPool(t, ctx, dsn)
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id bigint)"); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu        sync.Mutex
+		readsAt   []time.Time
+		readErrs  []error
+		misses    int
+		readBacks int
+		next      atomic.Int64
+	)
+	read := func(sql string, args ...any) (bool, error) {
+		var ok bool
+		err := pool.Reader().QueryRow(ctx, sql, args...).Scan(&ok)
+		at := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			readErrs = append(readErrs, err)
+		} else {
+			readsAt = append(readsAt, at)
+		}
+		return ok, err
+	}
+	writers := startLoop(t, 2, func() {
+		id := next.Add(1)
+		if _, err := pool.Exec(ctx, "INSERT INTO orders VALUES ($1)", id); err != nil {
+			return // the crash's writes in flight; their outcome is not this test's
+		}
+		seen, err := read("SELECT EXISTS (SELECT FROM orders WHERE id = $1)", id)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			readBacks++
+			if !seen {
+				misses++
+			}
+		}
+	})
+	readers := startLoop(t, 2, func() { _, _ = read("SELECT true") })
+	waitUntil(t, 30*time.Second, "reads before the failover", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return readBacks >= 20
+	})
+
+	crashed := time.Now()
+	if _, err := c.Failover(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	written := func() int64 { return next.Load() }
+	before := written()
+	waitUntil(t, 30*time.Second, "writes after the failover", func() bool { return written() > before+20 })
+	writers.stop()
+	readers.stop()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var gap time.Duration
+	for i := 1; i < len(readsAt); i++ {
+		if readsAt[i].After(crashed) {
+			gap = max(gap, readsAt[i].Sub(readsAt[i-1]))
+		}
+	}
+	t.Logf("%d reads, %d read-backs of a write, longest time without a read after the crash %v", len(readsAt), readBacks, gap.Round(time.Millisecond))
+	for _, err := range readErrs {
+		t.Errorf("a read failed: %v", err)
+	}
+	if misses > 0 {
+		t.Errorf("%d of %d read-backs missed the write before them", misses, readBacks)
 	}
 }
