@@ -81,6 +81,13 @@ func TestIdlePoolFootprint(t *testing.T) {
 	}
 	settle("after a call each", atMost(0))
 	for _, p := range ps {
+		for _, h := range p.Stat().Hosts() {
+			if h.ProbeConn {
+				t.Errorf("after a call: the probe holds a connection of its own on %s (%v)", h.Addr, h.Role)
+			}
+		}
+	}
+	for _, p := range ps {
 		var one int
 		if err := p.Reader().QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 			t.Fatal(err)

@@ -31,7 +31,13 @@ type HostStat struct {
 	// would make usable is watched instead, a probe each 200ms that the
 	// server answers early once promoted; this shows what that cost.
 	Probes int64
-	Pool   *pgxpool.Stat
+	// ProbeConn says whether the probe holds a connection of its own on
+	// the host, beside Pool's and Reads': it asks on an idle one of
+	// theirs when there is one, and holds none on a host the Pool does
+	// not use (a replica under the primary target before the Reader has
+	// read), between its probes 10 s apart.
+	ProbeConn bool
+	Pool      *pgxpool.Stat
 	// Reads is the host's pool of the Reader's read-only sessions.
 	Reads *pgxpool.Stat
 	// Staleness is the upper bound on how stale the host is as a replica:
@@ -56,7 +62,7 @@ func (p *Pool) Stat() *Stat {
 		}
 		st := rs.Health.Host(i)
 		st.State = rs.Health.State(i, p.cfg.Target)
-		hs := HostStat{HostStatus: st, Tier: hr.Tier, Probes: h.Probes.Load(), Pool: h.Calls.Stat(), Reads: h.Reads.Stat()}
+		hs := HostStat{HostStatus: st, Tier: hr.Tier, Probes: h.Probes.Load(), ProbeConn: h.Probe.Holds(), Pool: h.Calls.Stat(), Reads: h.Reads.Stat()}
 		hs.Staleness, hs.StalenessKnown = hr.Fresh.Staleness(now)
 		s.hosts = append(s.hosts, hs)
 	}

@@ -115,6 +115,8 @@ type Prober struct {
 	// and the closers are the only ones to wait for it, never a call.
 	mu   sync.Mutex
 	conn *pgconn.PgConn
+	// holds mirrors conn != nil, for Holds to read without mu.
+	holds atomic.Bool
 	// unwatched says that the server refused a watch on this connection
 	// (a statement_timeout shorter than the watch, a recovery conflict, a
 	// server that is not PostgreSQL): it is polled until it reconnects.
@@ -201,6 +203,7 @@ func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout,
 			return Result{Err: err}
 		}
 		pr.conn = conn
+		pr.holds.Store(true)
 		pr.unwatched.Store(false)
 		pr.prepared, pr.unprepared = [2]bool{}, false
 	}
@@ -351,8 +354,12 @@ func (pr *Prober) closeLocked() {
 	if pr.conn != nil {
 		closeConn(pr.conn)
 		pr.conn = nil
+		pr.holds.Store(false)
 	}
 }
+
+// Holds reports whether the probe holds a connection of its own.
+func (pr *Prober) Holds() bool { return pr.holds.Load() }
 
 // closeConn closes conn and waits, up to a second, for pgconn to finish
 // with its socket, so that no goroutine of pgconn's outlives the probe.
