@@ -130,12 +130,7 @@ func TestFleetBehindALaggingEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	conns0, lagBegan := ep.Accepted(), time.Now()
-	timer := time.NewTimer(lag) // the scenario
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
+	pause(t, ctx, lag)
 	cpu1, err := old.CPUTime()
 	if err != nil {
 		t.Fatal(err)

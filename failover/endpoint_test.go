@@ -1,6 +1,7 @@
 package failover_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -35,23 +36,13 @@ func TestWritesFollowALaggingEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The scenario: the endpoint lags behind the promotion.
-	lag := time.NewTimer(endpointLag)
-	select {
-	case <-lag.C:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
+	pause(t, ctx, endpointLag)
 	if st := hostStat(t, pool, ep.Addr()); st.Server != old.Addr() {
 		t.Errorf("before the move, the endpoint's host shows server %q, want the old primary %s", st.Server, old.Addr())
 	}
 	ep.MoveTo(next)
 	moved := time.Now()
-	waitUntil(t, 30*time.Second, "a write after the endpoint moved", func() bool {
-		_, ok := w.firstAckAfter(moved)
-		return ok
-	})
-	first, _ := w.firstAckAfter(moved)
-	t.Logf("first write acknowledged %v after the endpoint moved", first.Sub(moved).Round(time.Millisecond))
+	t.Logf("first write acknowledged %v after the endpoint moved", firstWriteAfter(t, w, moved))
 	waitUntil(t, 10*time.Second, "the host to show the new primary's server", func() bool {
 		return hostStat(t, pool, ep.Addr()).Server == next.Addr()
 	})
@@ -81,21 +72,36 @@ func TestWritesFollowAnEndpointThroughACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lag := time.NewTimer(300 * time.Millisecond) // the scenario: the endpoint follows late
-	select {
-	case <-lag.C:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
+	pause(t, ctx, 300*time.Millisecond) // the scenario: the endpoint follows late
 	ep.MoveTo(next)
 	moved := time.Now()
-	waitUntil(t, 30*time.Second, "a write after the endpoint moved", func() bool {
-		_, ok := w.firstAckAfter(moved)
-		return ok
-	})
-	first, _ := w.firstAckAfter(moved)
-	t.Logf("first write acknowledged %v after the endpoint moved", first.Sub(moved).Round(time.Millisecond))
+	t.Logf("first write acknowledged %v after the endpoint moved", firstWriteAfter(t, w, moved))
 	w.stop()
 	checkAcked(t, ctx, pool, w)
 	checkOnlyInFlightWritesFailed(t, w, 4)
+}
+
+// pause waits d, the scenario's own time (an endpoint's lag), not a wait
+// for anything; it fails the test when ctx ends first.
+func pause(t *testing.T, ctx context.Context, d time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+}
+
+// firstWriteAfter waits, up to 30 s, for a write of w acknowledged after
+// t0, and returns how long after t0 the first one was.
+func firstWriteAfter(t *testing.T, w *writer, t0 time.Time) time.Duration {
+	t.Helper()
+	waitUntil(t, 30*time.Second, "a write acknowledged after the move", func() bool {
+		_, ok := w.firstAckAfter(t0)
+		return ok
+	})
+	first, _ := w.firstAckAfter(t0)
+	return first.Sub(t0).Round(time.Millisecond)
 }
