@@ -1,9 +1,13 @@
 package failover_test
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
@@ -103,4 +107,41 @@ func TestIdlePoolFootprint(t *testing.T) {
 		return atMost(pools)(p-readOnPrimary, rs)
 	})
 	t.Logf("%d of the Pools read on the primary", readOnPrimary)
+}
+
+// TestProbeOnAPoolConnSkipsPrepareConn: the probe asks on the calls'
+// idle connection, but that is no acquire of the user's: their
+// PrepareConn hook is not called for it.
+func TestProbeOnAPoolConnSkipsPrepareConn(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := failovertest.Start(t)
+	cfg, err := failover.ParseConfig(c.ConnStringFor([]*failovertest.Node{c.Primary()}, "health_probe_interval=50ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prepared atomic.Int64
+	cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+		prepared.Add(1)
+		return true, nil
+	}
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	after := prepared.Load()
+	waitUntil(t, 10*time.Second, "the probe on the calls' connection", func() bool {
+		return !hostStat(t, pool, c.Primary().Addr()).ProbeConn
+	})
+	probes := hostStat(t, pool, c.Primary().Addr()).Probes
+	waitUntil(t, 10*time.Second, "three more probes", func() bool {
+		return hostStat(t, pool, c.Primary().Addr()).Probes >= probes+3
+	})
+	if got := prepared.Load(); got != after {
+		t.Errorf("PrepareConn called %d times more while only the probe used the connection", got-after)
+	}
 }

@@ -76,7 +76,7 @@ func (s *Set) lend(ctx context.Context, h *Host) (loan probe.Loan, ok bool) {
 			continue
 		}
 		var lent *pgxpool.Conn
-		for _, c := range p.AcquireAllIdle(ctx) {
+		for _, c := range p.AcquireAllIdle(context.WithValue(ctx, lendKey{}, true)) {
 			// Behind a name that spreads connections over servers, one on
 			// the server the host's probe describes keeps that view.
 			if lent == nil && s.OnProbedServer(h, StateOf(c.Conn().PgConn())) {
@@ -302,12 +302,17 @@ func installConnHooks(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) {
 			// Destroyed; pgxpool tries another connection or dials anew.
 			return false, nil
 		}
-		if userPrepare != nil {
+		if userPrepare != nil && ctx.Value(lendKey{}) == nil {
 			return userPrepare(ctx, conn)
 		}
 		return true, nil
 	}
 }
+
+// lendKey marks the context of lend's acquires: the connection goes to
+// the probe, not to the user's code, so the user's PrepareConn is not
+// called for it.
+type lendKey struct{}
 
 // ErrHostNotUsable is what a host's pool returns instead of dialling a
 // host that cannot take calls now. The call moves on without counting an
