@@ -59,7 +59,7 @@ import (
 //	                                      is probed 2ms apart at first, then a tenth of the
 //	                                      time waited apart, at most this, jittered into
 //	                                      [1/2, 1] of that (a host that cannot be reached
-//	                                      backs off from 5ms to 500ms instead); larger trades
+//	                                      backs off from 5ms to 150ms instead); larger trades
 //	                                      detection delay for load; >= 2ms and
 //	                                      <= health_probe_interval (when unset, lowered to it)
 //	name_recheck_interval     50ms        while calls wait for a primary and a host's name leads
