@@ -113,6 +113,21 @@ func (p *Pool) recordsWrites(ctx context.Context) bool {
 	return causalTokensUsed.Load() && causalTokenFrom(ctx) != nil
 }
 
+// mayHaveWritten records a write whose outcome is unknown
+// (ErrCommitOutcomeUnknown): it may have committed, so the reads that must
+// see the Pool's writes count it as one. Reads within pin_after_write are
+// pinned by it, and a causal token in ctx, which cannot name its
+// position, sends its reads to the primary. Nothing is asked of the host,
+// which has just failed.
+func (p *Pool) mayHaveWritten(ctx context.Context) {
+	if p.readerTaken.Load() {
+		p.noteWrite()
+	}
+	if tok := causalTokenFrom(ctx); tok != nil {
+		tok.advance(unknownPosition)
+	}
+}
+
 // wrote records that a call made with ctx on host h may have written: for
 // pin_after_write the Reader's reads must see it (Reader.pin), and a
 // causal token in ctx advances to the primary's position. That position,

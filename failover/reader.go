@@ -28,7 +28,8 @@ import (
 //
 // A read sees every write through the same Pool that completed before it
 // began (read-your-writes): for pin_after_write after a call that may
-// have written (a committed transaction that wrote included), a read goes
+// have written (a committed transaction that wrote included, and a write
+// whose outcome is unknown: it may have committed), a read goes
 // to a replica only when the replica has replayed a position of the
 // primary sampled after that write. The newest sample serves when it is
 // that recent (the probes take one each health_probe_interval); else the

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -54,5 +55,57 @@ func TestSuccessesUnrecordedWithoutAReader(t *testing.T) {
 	}
 	if n := p.lastWrite.Load(); n <= taken {
 		t.Errorf("with a Reader, the write was not timed: %d, before %d", n, taken)
+	}
+}
+
+// TestUnknownOutcomeTimesAWrite: a write whose outcome is unknown (its
+// session ended under it) may have committed, so once the Reader is in
+// use it is timed as a write that succeeded is: reads right after it are
+// pinned to see it (pin_after_write).
+func TestUnknownOutcomeTimesAWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a PostgreSQL server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := pgtest.Start(t, pgtest.Options{})
+	p, err := New(ctx, c.ConnString(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Reader()
+	if _, err := p.Exec(ctx, "CREATE TABLE t (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	before := p.lastWrite.Load()
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Exec(ctx, "INSERT INTO t SELECT 1 FROM pg_sleep(30)")
+		done <- err
+	}()
+	// The server ends the insert's session while it runs.
+	var insertErr error
+	deadline := time.Now().Add(30 * time.Second)
+	for got := false; !got; {
+		if time.Now().After(deadline) {
+			t.Fatal("the insert's session was never ended")
+		}
+		if err := c.Primary().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE query LIKE 'INSERT INTO t SELECT%' AND pid <> pg_backend_pid()`); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case insertErr = <-done:
+			got = true
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if !errors.Is(insertErr, ErrCommitOutcomeUnknown) {
+		t.Fatalf("the insert ended with %v, want ErrCommitOutcomeUnknown", insertErr)
+	}
+	if n := p.lastWrite.Load(); n <= before {
+		t.Errorf("a write of unknown outcome was not timed: %d, before %d", n, before)
 	}
 }

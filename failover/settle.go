@@ -15,7 +15,8 @@ import (
 // rule what the statement allows. done returns nil on success, errRetry
 // when the caller should try the next host, and otherwise the error to
 // hand back. A success with rule including outcome.MayWrite tells the Pool
-// that data may have changed. Once a call is settled, later errors (a rows
+// that data may have changed, and so does such a failure whose outcome is
+// unknown (it may have committed). Once a call is settled, later errors (a rows
 // or batch closed after its error was returned) pass through unchanged and
 // are not counted again.
 //
@@ -41,7 +42,11 @@ func (c *call) done(err error, rule outcome.Rule) error {
 	// deadline lies a positive budget ahead.
 	f.CallerDone = c.ctx.Err() != nil
 	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.episode, c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
-	return c.apply(outcome.Decide(f), err)
+	d := outcome.Decide(f)
+	if d.Verdict == outcome.FailUnknown && rule&outcome.MayWrite != 0 && c.picker.reads == nil {
+		c.p.mayHaveWritten(c.ctx)
+	}
+	return c.apply(d, err)
 }
 
 // apply carries out decision d on a failed attempt: the host's health (and

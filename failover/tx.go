@@ -93,7 +93,11 @@ func (t *tx) Commit(ctx context.Context) error {
 		// is not the host's fault.
 		t.callerGaveUp = true
 	}
-	return t.decide(outcome.Commit, err)
+	err = t.decide(outcome.Commit, err)
+	if t.writes && errors.Is(err, ErrCommitOutcomeUnknown) {
+		t.p.mayHaveWritten(ctx)
+	}
+	return err
 }
 
 // deadBeforeCommit reports why the transaction is certainly gone before
