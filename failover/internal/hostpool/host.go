@@ -199,11 +199,9 @@ func (s *Set) buildPool(h *Host, cfg *pgxpool.Config, target hosthealth.Target, 
 			if purpose == telemetry.PurposeReads {
 				// The Reader judges each read by the server it reaches
 				// (see ConnState.Server).
-				server, err := serverOf(ctx, conn)
-				if err != nil {
+				if err := learnServer(ctx, conn); err != nil {
 					return err
 				}
-				StateOf(conn).Server = server
 			}
 			opened()
 			return nil
@@ -247,13 +245,8 @@ func (s *Set) CheckRole(ctx context.Context, h *Host, conn *pgconn.PgConn, targe
 		// too. The connection is kept for that moment (Reusable), on the
 		// server it reached: behind a name that moves, the promotion the
 		// probe sees may be another server's.
-		server, err := serverOf(ctx, conn)
-		if err != nil {
-			return err
-		}
-		st := StateOf(conn)
-		st.standby, st.Server = true, server
-		return nil
+		StateOf(conn).standby = true
+		return learnServer(ctx, conn)
 	}
 	return s.checkAnswer(ctx, h, conn, target, since)
 }
@@ -456,17 +449,17 @@ func (s *Set) tryConnect(ctx context.Context, h *Host, timeout time.Duration) er
 // serverSQL asks a server which it is (probe.ServerSQL).
 const serverSQL = "SELECT " + probe.ServerSQL
 
-// serverOf asks the server at the other end of conn which it is: one
-// round trip, at login.
-func serverOf(ctx context.Context, conn *pgconn.PgConn) (string, error) {
+// learnServer asks the server at the other end of conn which it is, and
+// keeps the answer in its ConnState: one round trip, at login.
+func learnServer(ctx context.Context, conn *pgconn.PgConn) error {
 	res := conn.ExecParams(ctx, serverSQL, nil, nil, nil, nil).Read()
 	if res.Err != nil {
-		return "", res.Err
+		return res.Err
 	}
-	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
-		return "", nil
+	if len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
+		StateOf(conn).Server = string(res.Rows[0][0])
 	}
-	return string(res.Rows[0][0]), nil
+	return nil
 }
 
 // serverRole reads the role of the server at the other end of conn: from
