@@ -86,7 +86,7 @@ func (br *batchResults) send() error {
 	}
 	br.conn, br.cur = conn, conn.SendBatch(br.ctx, br.batch)
 	if t := br.cur.Tx(); t != nil {
-		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, p: br.call.p, host: br.call.host, writes: true}
+		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, p: br.call.p, host: br.call.host, epoch: br.call.epoch, writes: true}
 		br.conn = nil
 		br.read = true // a transaction is never moved
 		br.call.done(nil, outcome.Idempotent)

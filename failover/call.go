@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -55,18 +56,40 @@ type call struct {
 	// The small fields come last, where they pack into 8 bytes: a rows
 	// carries a copy of the call, and at 160 bytes a slab of them fills
 	// its allocation exactly (see rowSlabSize).
-	tries uint16 // hosts picked so far, one per attempt (stops at its maximum)
 
+	// epoch is host's epoch when the attempt picked it: a failure the
+	// attempt meets is news only if the host has not failed since.
+	epoch  hoststate.Epoch
+	tries  uint8          // hosts picked so far, one per attempt (stops at its maximum)
+	reason replica.Reason // a read through the Reader: why it went where it goes
+	flags  callFlags
+}
+
+// callFlags are a call's yes-or-no facts, in one byte of the call.
+type callFlags uint8
+
+const (
 	// A read through the Reader:
-	pinned bool           // after comes from a write through the Pool (Reader.pin)
-	reason replica.Reason // why it went where it goes
-	verify bool           // check that the replica picked has replayed after
+	pinned    callFlags = 1 << iota // after comes from a write through the Pool (Reader.pin)
+	verifyPos                       // check that the replica picked has replayed after
 
 	// connect: the host of a long-lived connection is being chosen
 	// (package follow), so no pin after writes.
-	connect     bool
-	settledOnce bool // the call's outcome has been decided and counted
-	episode     bool // a failover episode is under way: the call met a failure or waited
+	connect
+	settledOnce // the call's outcome has been decided and counted
+	episode     // a failover episode is under way: the call met a failure or waited
+)
+
+// is reports whether every flag of f is set on c.
+func (c *call) is(f callFlags) bool { return c.flags&f == f }
+
+// set sets or clears the flags of f on c.
+func (c *call) set(f callFlags, on bool) {
+	if on {
+		c.flags |= f
+	} else {
+		c.flags &^= f
+	}
 }
 
 // callEvents is what a call keeps once it meets a failover event, or,
@@ -170,7 +193,7 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 				conn.Release()
 				continue
 			}
-		} else if err == nil && c.verify && !c.p.reader.confirm(c, h, conn) {
+		} else if err == nil && c.is(verifyPos) && !c.p.reader.confirm(c, h, conn) {
 			// Not there yet: another replica, or the primary, takes the read.
 			conn.Release()
 			continue
@@ -186,12 +209,12 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, ErrClosed
 		case !c.p.state.Routes().Holds(h.Addr, h), errors.Is(err, hostpool.ErrHostNotUsable):
 			continue // the host left the topology, or went down, while we waited for it
-		case c.episode && c.ctx.Err() == nil && !c.timeLeft():
+		case c.is(episode) && c.ctx.Err() == nil && !c.timeLeft():
 			// The budget, not the host, ended the attempt; what the host
 			// did before says more than the budget's own deadline.
 			c.noteFirst(h.Addr, err)
 			return nil, c.giveUp(ErrBudgetExhausted, nil)
-		case !c.episode && c.ctx.Err() != nil:
+		case !c.is(episode) && c.ctx.Err() != nil:
 			// The caller's context ended while it waited for a connection
 			// of h (every one busy, or a dial under way): say where it
 			// waited. errors.Is still finds the context's error.
@@ -208,7 +231,7 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 // does not answer cannot stretch it by a whole connect_timeout.
 func (c *call) acquireFrom(h *hostpool.Host) (*pgxpool.Conn, error) {
 	pool := c.picker.poolOf(h)
-	if !c.episode {
+	if !c.is(episode) {
 		return pool.Acquire(c.ctx)
 	}
 	// What is left of the budget, on the Pool's clock, bounds the dial.
@@ -231,8 +254,8 @@ func (c *call) pick() (*hostpool.Host, error) {
 		rs := c.p.state.Routes()
 		h, heldBack := c.picker.next(rs, c)
 		if h != nil {
-			c.host = h
-			if c.tries < math.MaxUint16 {
+			c.host, c.epoch = h, c.p.hosts.Epoch(h.Addr)
+			if c.tries < math.MaxUint8 {
 				c.tries++
 			}
 			return h, nil
@@ -248,7 +271,7 @@ func (c *call) pick() (*hostpool.Host, error) {
 // call met any failover event, as pgxpool's tracer sees it: the best host's
 // pool is asked once with that context, which fails at once.
 func (c *call) traceDoneAcquire() {
-	if c.episode {
+	if c.is(episode) {
 		return
 	}
 	if _, ok := c.p.cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer); !ok {
@@ -296,7 +319,7 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 	// waiting sees its deadline armed.
 	t := c.p.clock.NewTimer(until.Sub(now))
 	defer t.Stop()
-	onCalls := c.picker.reads == nil && !c.connect
+	onCalls := c.picker.reads == nil && !c.is(connect)
 	c.p.hosts.WaitStarted(onCalls, c.sql)
 	defer c.p.hosts.WaitEnded(onCalls)
 	defer func() { c.ev.waited += c.p.clock.Now().Sub(now) }()

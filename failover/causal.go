@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -139,12 +140,13 @@ func (p *Pool) wrote(ctx context.Context, h *hostpool.Host) {
 		p.noteWrite()
 	}
 	if tok := causalTokenFrom(ctx); tok != nil {
+		since := p.hosts.Epoch(h.Addr)
 		s, ok := p.samplePrimary(ctx, h)
 		if !ok {
 			tok.advance(unknownPosition)
 			return
 		}
-		p.reader.sampler.Observe(h.Addr, s)
+		p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Sampled, Sample: s, Since: since})
 		tok.advance(s.LSN)
 	}
 }

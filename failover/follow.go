@@ -96,7 +96,7 @@ func (p *Pool) newFollower(startCall func(*call, context.Context), target hosthe
 			// budget.
 			w := &connectWalk{}
 			startCall(&w.c, ctx)
-			w.c.connect = true
+			w.c.set(connect, true)
 			return w
 		},
 	})
@@ -126,8 +126,10 @@ func (w *connectWalk) Failed(h *hostpool.Host, err *follow.ConnectError) error {
 	if err.Reached {
 		class = hosthealth.Transient
 	}
-	c.host = h
-	c.p.hosts.MarkFailed(h, class, err)
+	if c.host != h {
+		c.host, c.epoch = h, c.p.hosts.Epoch(h.Addr)
+	}
+	c.p.hosts.MarkFailed(h, c.epoch, class, err)
 	c.record(class, err)
 	c.holdBack()
 	if c.events().attempts >= c.p.cfg.MaxAttempts || !c.timeLeft() {

@@ -9,7 +9,6 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
-	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -41,7 +40,6 @@ func (p *Pool) newHostSet() *hostpool.Set {
 		Demoted:             func(addr string) { p.follower().Demoted(addr) },
 		Failed:              func(addr string, err error) { p.steer.failed(addr, err) },
 		Refresh:             p.refreshTopology,
-		PrimarySample:       func(addr string, s replica.Sample) { p.reader.sampler.Observe(addr, s) },
 	})
 }
 

@@ -105,7 +105,8 @@ func TestRouteInOutage(t *testing.T) {
 	clk.Advance(10 * time.Millisecond)
 	pinned := func() *call {
 		c := &call{p: p, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: p.reader}}
-		c.pinned, c.after = true, unknownPosition
+		c.set(pinned, true)
+		c.after = unknownPosition
 		return c
 	}
 
@@ -118,13 +119,13 @@ func TestRouteInOutage(t *testing.T) {
 	// Every replica was last looked at before the write: the read looks
 	// at one, then at the other, then waits.
 	c := pinned()
-	if got := pick(p, c); got != "r1:5432" || !c.verify || c.reason != replica.OutageSync || c.ev.outage != 0 {
-		t.Fatalf("first pick: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.verify, c.reason, c.ev.outage)
+	if got := pick(p, c); got != "r1:5432" || !c.is(verifyPos) || c.reason != replica.OutageSync || c.ev.outage != 0 {
+		t.Fatalf("first pick: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.is(verifyPos), c.reason, c.ev.outage)
 	}
 	c.ev.looked = append(c.ev.looked, "r1:5432") // as look does
 	memObserve(p, "r1:5432", hoststate.Observation{Kind: hoststate.Looked, Report: replica.Report{At: clk.Now(), Replayed: 1200, Received: 1200}})
-	if got := pick(p, c); got != "r2:5432" || !c.verify || c.ev.outage != 0 {
-		t.Fatalf("second pick: %q, verify %v, outage %v; want a look at r2", got, c.verify, c.ev.outage)
+	if got := pick(p, c); got != "r2:5432" || !c.is(verifyPos) || c.ev.outage != 0 {
+		t.Fatalf("second pick: %q, verify %v, outage %v; want a look at r2", got, c.is(verifyPos), c.ev.outage)
 	}
 	c.ev.looked = append(c.ev.looked, "r2:5432")
 	if got := pick(p, c); got != "" || c.reason != replica.Pinned {
@@ -140,8 +141,8 @@ func TestRouteInOutage(t *testing.T) {
 	var checked []string
 	for range 2 {
 		got := pick(p, c)
-		if got == "" || !c.verify || c.ev.outage != 1250 || c.reason != replica.OutageSync {
-			t.Fatalf("with r2 ahead: %q, verify %v, outage %v, reason %v; want a replica checked for 1250", got, c.verify, c.ev.outage, c.reason)
+		if got == "" || !c.is(verifyPos) || c.ev.outage != 1250 || c.reason != replica.OutageSync {
+			t.Fatalf("with r2 ahead: %q, verify %v, outage %v, reason %v; want a replica checked for 1250", got, c.is(verifyPos), c.ev.outage, c.reason)
 		}
 		checked = append(checked, got)
 		c.ev.short = append(c.ev.short, got) // as confirm records it
@@ -156,13 +157,13 @@ func TestRouteInOutage(t *testing.T) {
 	// r1 replays it after all (seen by another read's check, say): the
 	// read takes r1 unchecked, and so do new reads.
 	memObserve(p, "r1:5432", hoststate.Observation{Kind: hoststate.Replayed, LSN: 1250})
-	if got := pick(p, c); got != "r1:5432" || c.verify || c.reason != replica.OutageSync {
-		t.Fatalf("r1 short, then known to have replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.verify, c.reason)
+	if got := pick(p, c); got != "r1:5432" || c.is(verifyPos) || c.reason != replica.OutageSync {
+		t.Fatalf("r1 short, then known to have replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.is(verifyPos), c.reason)
 	}
 	for range 2 {
 		c = pinned()
-		if got := pick(p, c); got != "r1:5432" || c.verify || c.reason != replica.OutageSync {
-			t.Fatalf("after r1 replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.verify, c.reason)
+		if got := pick(p, c); got != "r1:5432" || c.is(verifyPos) || c.reason != replica.OutageSync {
+			t.Fatalf("after r1 replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.is(verifyPos), c.reason)
 		}
 	}
 
@@ -194,7 +195,8 @@ func TestRouteInOutageAsynchronous(t *testing.T) {
 		probeReplica(p, clk, "r1:5432", 1000, 1000, false)
 		probeReplica(p, clk, "r2:5432", 1000, 1000, true)
 		c := &call{p: p, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: p.reader}}
-		c.pinned, c.after = true, unknownPosition
+		c.set(pinned, true)
+		c.after = unknownPosition
 		if got := pick(p, c); got != "" {
 			t.Fatalf("%v: with r2 still receiving: %q, want a wait", policy, got)
 		}
@@ -203,8 +205,8 @@ func TestRouteInOutageAsynchronous(t *testing.T) {
 		switch {
 		case policy == replica.OutageWait && got != "":
 			t.Fatalf("wait: with every receiver stopped: %q, want a wait", got)
-		case policy == replica.OutageReplica && (got == "" || c.verify || c.reason != replica.OutageAsync):
-			t.Fatalf("replica: with every receiver stopped: %q, verify %v, reason %v; want a replica, unchecked", got, c.verify, c.reason)
+		case policy == replica.OutageReplica && (got == "" || c.is(verifyPos) || c.reason != replica.OutageAsync):
+			t.Fatalf("replica: with every receiver stopped: %q, verify %v, reason %v; want a replica, unchecked", got, c.is(verifyPos), c.reason)
 		}
 	}
 }
@@ -226,14 +228,14 @@ func TestRouteInOutageCausalToken(t *testing.T) {
 	// behind (as confirm records).
 	for range 2 {
 		got := pick(p, c)
-		if got == "" || !c.verify || c.reason != replica.Verify {
-			t.Fatalf("a check for the token's position: %q, verify %v, reason %v; want a replica", got, c.verify, c.reason)
+		if got == "" || !c.is(verifyPos) || c.reason != replica.Verify {
+			t.Fatalf("a check for the token's position: %q, verify %v, reason %v; want a replica", got, c.is(verifyPos), c.reason)
 		}
 		c.events().behind = append(c.ev.behind, got)
 	}
 	clk.Advance(time.Millisecond)
-	if got := pick(p, c); got != "r1:5432" || !c.verify || c.reason != replica.OutageSync || c.ev.outage != 0 {
-		t.Fatalf("then: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.verify, c.reason, c.ev.outage)
+	if got := pick(p, c); got != "r1:5432" || !c.is(verifyPos) || c.reason != replica.OutageSync || c.ev.outage != 0 {
+		t.Fatalf("then: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.is(verifyPos), c.reason, c.ev.outage)
 	}
 	if !c.ev.since.Equal(clk.Now()) {
 		t.Fatalf("since = %v, want the time the rule was first applied, %v", c.ev.since, clk.Now())

@@ -382,7 +382,7 @@ func (p *Pool) beginTx(c *call, ctx context.Context, txOptions pgx.TxOptions) (p
 			conn.Release()
 			return outcome.Idempotent, err
 		}
-		t = &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host, writes: txOptions.AccessMode != pgx.ReadOnly}
+		t = &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host, epoch: c.epoch, writes: txOptions.AccessMode != pgx.ReadOnly}
 		return outcome.Idempotent, nil
 	})
 	if err != nil {

@@ -108,11 +108,10 @@ import (
 //
 // A Reader is safe for concurrent use. Get it from Pool.Reader.
 type Reader struct {
-	p       *Pool
-	router  replica.Router
-	wait    time.Duration               // replica_wait
-	sampler replica.Sampler             // the primary's newest sample, and the request for one in flight
-	follow  atomic.Pointer[follow.Pool] // PgxPool's pool, nil until first asked for; built under Pool.followMu
+	p      *Pool
+	router replica.Router
+	wait   time.Duration               // replica_wait
+	follow atomic.Pointer[follow.Pool] // PgxPool's pool, nil until first asked for; built under Pool.followMu
 }
 
 // Reader returns the Pool's Reader. Until it is first called, the Pool
@@ -170,12 +169,12 @@ func (r *Reader) next(rs *routes, c *call) (*hostpool.Host, bool) {
 	switch {
 	case i != replica.Primary && reason == replica.Eligible && c.after != 0:
 		reason = replica.CaughtUp // its probe says it has replayed the position
-	case i == replica.Primary && c.pinned:
+	case i == replica.Primary && c.is(pinned):
 		reason = replica.Pinned
 	case i == replica.Primary && c.ev != nil && len(c.ev.behind) > 0:
 		reason = replica.Lagging // the replicas asked had not replayed it
 	}
-	c.verify = verify
+	c.set(verifyPos, verify)
 	c.reason = reason
 	if i != replica.Primary {
 		return rs.Replicas[i], false
@@ -208,7 +207,8 @@ func (r *Reader) pin(c *call) {
 	if wrote.IsZero() || !r.router.Pinned(replica.Read{Now: r.p.clock.Now(), LastWrite: wrote}) {
 		return
 	}
-	c.pinned, c.after = true, unknownPosition
+	c.set(pinned, true)
+	c.after = unknownPosition
 	// A read waits for at most one request of another read's; after that
 	// it asks, once.
 	for range 3 {
@@ -220,14 +220,15 @@ func (r *Reader) pin(c *call) {
 			return
 		}
 		h := ranked[0]
-		s, step, done := r.sampler.Need(h.Addr, wrote)
+		s, step, done := r.p.state.NeedSample(h.Addr, wrote)
 		switch step {
 		case replica.Use:
 			c.after = s.LSN
 			return
 		case replica.Ask:
+			since := r.p.hosts.Epoch(h.Addr)
 			s, ok := r.p.samplePrimary(c.ctx, h)
-			r.sampler.Answer(h.Addr, s, ok)
+			r.p.state.AnswerSample(h.Addr, since, s, ok)
 			if ok && s.At.After(wrote) {
 				c.after = s.LSN
 			}

@@ -70,7 +70,7 @@ func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica
 // the outage rule was first applied to it (the token's writes were
 // acknowledged before the read began).
 func (r *Reader) outageSince(c *call) time.Time {
-	if c.pinned {
+	if c.is(pinned) {
 		return r.p.lastWriteTime()
 	}
 	ev := c.events()
@@ -81,7 +81,7 @@ func (r *Reader) outageSince(c *call) time.Time {
 }
 
 // confirm checks on conn, for read c, what next left to the replica h at
-// its other end (c.verify): that it has replayed the read's position,
+// its other end (c.is(verifyPos)): that it has replayed the read's position,
 // waiting up to replica_wait; while no primary is usable, that it has
 // replayed the outage's position, or, when that position could not be
 // had, what it holds (look). It returns whether the read takes h; if not,

@@ -24,7 +24,7 @@ import (
 // call's progress is read, outcome.Decide decides, and apply marks the
 // host and carries the decision out.
 func (c *call) done(err error, rule outcome.Rule) error {
-	if c.settledOnce {
+	if c.is(settledOnce) {
 		return err
 	}
 	if err == nil {
@@ -41,7 +41,7 @@ func (c *call) done(err error, rule outcome.Rule) error {
 	// the caller gave up, which records nothing, and a new episode's
 	// deadline lies a positive budget ahead.
 	f.CallerDone = c.ctx.Err() != nil
-	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.episode, c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
+	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.is(episode), c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
 	d := outcome.Decide(f)
 	if d.Verdict == outcome.FailUnknown && rule&outcome.MayWrite != 0 && c.picker.reads == nil {
 		c.p.mayHaveWritten(c.ctx)
@@ -56,7 +56,7 @@ func (c *call) done(err error, rule outcome.Rule) error {
 // the verdict says.
 func (c *call) apply(d outcome.Decision, err error) error {
 	if d.Mark {
-		c.p.hosts.MarkFailed(c.host, d.Meaning, err)
+		c.p.hosts.MarkFailed(c.host, c.epoch, d.Meaning, err)
 	}
 	if d.Record {
 		c.record(d.Meaning, err)
@@ -96,7 +96,7 @@ func (c *call) holdBack() {
 
 // timeLeft reports whether the failover budget has time left.
 func (c *call) timeLeft() bool {
-	return !c.episode || c.p.clock.Now().Before(c.ev.deadline)
+	return !c.is(episode) || c.p.clock.Now().Before(c.ev.deadline)
 }
 
 // failedOn reports whether this call failed on addr already.
@@ -125,11 +125,11 @@ func (c *call) settled(kind, err error) error {
 // ends. Inside RunTx the transaction function is what counts, so the call
 // only tells RunTx it failed over.
 func (c *call) finish(err error) {
-	if c.settledOnce {
+	if c.is(settledOnce) {
 		return
 	}
-	c.settledOnce = true
-	if !c.episode {
+	c.set(settledOnce, true)
+	if !c.is(episode) {
 		return
 	}
 	if c.ev.waited > 0 {
@@ -166,10 +166,10 @@ func (c *call) hostAddr() string {
 // startEpisode begins the call's failover episode, once: its span, and the
 // deadline that bounds every wait and attempt from now on.
 func (c *call) startEpisode() {
-	if c.episode {
+	if c.is(episode) {
 		return
 	}
-	c.episode = true
+	c.set(episode, true)
 	ev := c.events()
 	ev.deadline = c.p.clock.Now().Add(c.p.steer.budget(c.p.cfg.MaxDuration))
 	ev.span = c.p.telemetry.StartEpisode(c.ctx)
@@ -206,7 +206,7 @@ func (c *call) note(addr string, err error) {
 
 // giveUp ends the call with kind, listing each host's last outcome.
 func (c *call) giveUp(kind, cause error) error {
-	if kind == ErrBudgetExhausted && cause != nil && !c.episode {
+	if kind == ErrBudgetExhausted && cause != nil && !c.is(episode) {
 		// The caller gave up before anything failed: the plain context
 		// error, as pgxpool would return it.
 		c.finish(cause)

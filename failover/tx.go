@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
@@ -22,8 +23,9 @@ type tx struct {
 	pgx.Tx
 	p      *Pool
 	host   *hostpool.Host
-	writes bool // a read-write transaction: its commit may have changed data
-	nested bool // a savepoint: its "commit" is RELEASE SAVEPOINT
+	epoch  hoststate.Epoch // host's epoch when the transaction's connection was picked (call.epoch)
+	writes bool            // a read-write transaction: its commit may have changed data
+	nested bool            // a savepoint: its "commit" is RELEASE SAVEPOINT
 
 	// callerGaveUp is set once a statement failed because its context
 	// ended; the connection is closed by the client from then on.
@@ -56,7 +58,7 @@ func (t *tx) decide(phase outcome.Phase, err error) error {
 	f.CallerDone = callerDone || t.callerGaveUp
 	d := outcome.Decide(f)
 	if d.Mark {
-		t.p.hosts.MarkFailed(t.host, d.Meaning, err)
+		t.p.hosts.MarkFailed(t.host, t.epoch, d.Meaning, err)
 	}
 	if kind := errorKind(d.Verdict); kind != nil {
 		return t.hostError(kind, err)
@@ -162,7 +164,7 @@ func (t *tx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, t.interrupted(err)
 	}
-	return &tx{Tx: inner, p: t.p, host: t.host, nested: true, writes: t.writes}, nil
+	return &tx{Tx: inner, p: t.p, host: t.host, epoch: t.epoch, nested: true, writes: t.writes}, nil
 }
 
 func (t *tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

@@ -19,11 +19,19 @@
 // # Order
 //
 // Each host has an epoch: how many failover events were recorded on it.
-// An observation that says the server answered (a login, a probe) carries
-// the epoch it began in ([Owner.Epoch]); when the host failed since, the
-// answer is older news than the failure and is dropped. A server shutting
-// down can answer a question it was asked before it began to, and a login
-// that began before a crash can complete after it.
+// Every observation of the host's health (a failure, a refusal, a login,
+// a role seen on a pooled connection, a probe's answer or silence)
+// carries the epoch in which it began ([Owner.Epoch]): the dial, the
+// login, the acquire that sent the statement, the probe. When the host
+// failed since, the observation is older news than that failure and is
+// dropped: a server shutting down can answer a question it was asked
+// before it began to, a login that began before a crash can complete
+// after it, and calls that met the same crash each report it. The
+// primary's WAL samples are kept only from an observation the Owner
+// took. A replica's replay position is ordered otherwise: it never moves
+// back on one server, so one seen on a connection is dropped only when
+// that connection reached another server than the host's probe
+// (Observation.Server).
 //
 // # Readers
 //

@@ -41,6 +41,10 @@ type Owner[T any] struct {
 	mu   sync.Mutex
 	lag  *replica.Book // the replicas' freshness; guarded by mu
 	down *Downtime[T]  // while the target has no usable host; guarded by mu
+	// samples is the primary's newest WAL position for the Reader's pins,
+	// and the one request for it in flight. Written under mu, from
+	// observations the Owner took; read through NeedSample.
+	samples replica.Sampler
 	// cur is the published Routes. Readers load it without locking.
 	cur atomic.Pointer[Routes[T]]
 }
@@ -64,16 +68,20 @@ func (o *Owner[T]) Routes() *Routes[T] { return o.cur.Load() }
 // Epoch returns the epoch of the host at addr: the failover events
 // recorded on it so far. An observation of the host takes it when it
 // begins.
-func (o *Owner[T]) Epoch(addr string) uint64 {
+func (o *Owner[T]) Epoch(addr string) Epoch {
 	if e := o.cur.Load().epochs[addr]; e != nil {
-		return e.Load()
+		return Epoch(e.Load())
 	}
 	return 0
 }
 
+// Epoch counts the failover events recorded on one host. It wraps after
+// 2³² of them; observations compare epochs for equality only.
+type Epoch uint32
+
 // Stale reports whether an observation of the host at addr that began at
 // epoch since is older than the host's latest failure.
-func (o *Owner[T]) Stale(addr string, since uint64) bool { return o.Epoch(addr) != since }
+func (o *Owner[T]) Stale(addr string, since Epoch) bool { return o.Epoch(addr) != since }
 
 // Kind says what an Observation reports.
 type Kind uint8
@@ -84,29 +92,37 @@ const (
 	// server) says the server answered in the replica role.
 	Failed Kind = iota + 1
 	// Answered: the server stated its Role (a login, a connection that
-	// reports a new role). Dropped when the host failed after Since.
+	// reports a new role).
 	Answered
-	// Probed: a probe's outcome, answer or failure (Probe). An answer is
-	// dropped when the host failed after Since.
+	// Probed: a probe's outcome, answer or failure (Probe).
 	Probed
 	// Replayed: a replica was seen, on one of its connections, to have
 	// replayed at least LSN.
 	Replayed
 	// Looked: a look at a replica on one of its connections (Report).
 	Looked
+	// Sampled: the primary's WAL position, Sample, asked on one of its
+	// connections (after a write, or for a read pinned by one).
+	Sampled
 )
 
 // Observation is one thing learnt about the host at Addr.
 type Observation struct {
-	Kind  Kind
-	Addr  string
-	Since uint64           // Answered, Probed: the host's epoch when it began
+	Kind Kind
+	Addr string
+	// Since is the host's epoch when what is observed began: the dial,
+	// login, statement or probe (Epoch). A Failed, Answered or Probed
+	// observation that began before the host's latest failure is older
+	// news than that failure, and is dropped.
+	Since Epoch
 	Class hosthealth.Class // Failed
 	Role  hosthealth.Role  // Answered
 	Probe probe.Result     // Probed
 	LSN   replica.LSN      // Replayed
 	// Report is what a look found (Looked).
 	Report replica.Report
+	// Sample is the primary's position (Sampled).
+	Sample replica.Sample
 	// Server is the server the connection of a Replayed or Looked
 	// observation reached, "" when not known. Behind a name that leads to
 	// several servers, what one of them holds says nothing of another:
@@ -169,9 +185,13 @@ func (o *Owner[T]) Observe(ob Observation) Result[T] {
 		return res
 	}
 	res.Before = st
+	drop := func() Result[T] {
+		res.Dropped, res.After = true, st
+		return res
+	}
 	health, lagChanged := old.Health, false
-	answered := func(role hosthealth.Role, since uint64) bool {
-		if epoch.Load() != since {
+	answered := func(role hosthealth.Role, since Epoch) bool {
+		if Epoch(epoch.Load()) != since {
 			return false
 		}
 		health = health.ObserveConnect(ob.Addr, role)
@@ -184,9 +204,15 @@ func (o *Owner[T]) Observe(ob Observation) Result[T] {
 	}
 	switch ob.Kind {
 	case Failed:
+		if Epoch(epoch.Load()) != ob.Since {
+			// Another failure of the host was recorded since this one's
+			// attempt began: the same event, met again, or one older
+			// than a newer answer's news.
+			return drop()
+		}
 		switch ob.Class {
 		case hosthealth.Topology:
-			answered(hosthealth.RoleReplica, epoch.Load())
+			answered(hosthealth.RoleReplica, ob.Since)
 		case hosthealth.NotFailover:
 		default:
 			failed(ob.Class)
@@ -195,6 +221,9 @@ func (o *Owner[T]) Observe(ob Observation) Result[T] {
 		res.Dropped = !answered(ob.Role, ob.Since)
 	case Probed:
 		r := ob.Probe
+		if Epoch(epoch.Load()) != ob.Since {
+			return drop() // an answer or a silence older than the latest failure
+		}
 		if r.Err != nil {
 			if c := hosthealth.Classify(r.Err); c != hosthealth.NotFailover {
 				failed(c)
@@ -202,10 +231,7 @@ func (o *Owner[T]) Observe(ob Observation) Result[T] {
 			lagChanged = o.lag.Unknown(ob.Addr) // unknown until a probe says otherwise
 			break
 		}
-		if !answered(r.Role, ob.Since) {
-			res.Dropped = true
-			break
-		}
+		answered(r.Role, ob.Since)
 		health = health.ObserveZone(ob.Addr, r.Zone).ObserveServer(ob.Addr, r.Server)
 		switch r.Role {
 		case hosthealth.RoleUnknown:
@@ -216,14 +242,23 @@ func (o *Owner[T]) Observe(ob Observation) Result[T] {
 				// positions say nothing of this one's.
 				o.lag.Forget(ob.Addr)
 			}
+			// Kept before the Routes that may make the host the primary
+			// are published, so a pinned read finds it there.
+			o.samples.Observe(ob.Addr, replica.Sample{LSN: r.WAL, At: r.Asked})
 			lagChanged = o.lag.Primary(ob.Addr, r.WAL, r.Asked, r.Sync)
 		default:
 			lagChanged = o.lag.Replica(ob.Addr, replica.Report{At: r.Asked, Replayed: r.WAL, Received: r.Received, Receiving: r.Receiving})
 		}
+	case Sampled:
+		if Epoch(epoch.Load()) != ob.Since {
+			return drop()
+		}
+		o.samples.Observe(ob.Addr, ob.Sample)
+		res.After = st
+		return res
 	case Replayed, Looked:
 		if ob.Server != "" && st.Server != "" && ob.Server != st.Server {
-			res.Dropped = true
-			return res
+			return drop()
 		}
 		if ob.Kind == Replayed {
 			lagChanged = o.lag.Raise(ob.Addr, ob.LSN)
@@ -234,6 +269,24 @@ func (o *Owner[T]) Observe(ob Observation) Result[T] {
 	res.News = o.publish(old, health, old.Table, old.epochs, lagChanged)
 	res.After, _ = o.cur.Load().Status(ob.Addr)
 	return res
+}
+
+// NeedSample is replica.Sampler.Need on the primary's samples: what a
+// read pinned by a write that completed at wrote does to find a sample of
+// the primary at addr taken after it. The one asked to (replica.Ask)
+// reports with AnswerSample, whatever the outcome.
+func (o *Owner[T]) NeedSample(addr string, wrote time.Time) (replica.Sample, replica.Step, <-chan struct{}) {
+	return o.samples.Need(addr, wrote)
+}
+
+// AnswerSample ends the request for a sample in flight: ok says the
+// primary at addr was asked, in its epoch since, and stood at s. The
+// sample is kept as a Sampled observation is; the reads waiting go on
+// either way.
+func (o *Owner[T]) AnswerSample(addr string, since Epoch, s replica.Sample, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.samples.Answer(addr, s, ok && o.Epoch(addr) == since)
 }
 
 // Reached returns the time of the newest sample of the primary's WAL
@@ -257,11 +310,11 @@ func (o *Owner[T]) SetTable(table *Table[T], hosts []hosthealth.Host) News[T] {
 	health := old.Health.SetHosts(hosts)
 	epochs := old.epochs
 	if health != old.Health {
-		epochs = make(map[string]*atomic.Uint64, health.Len())
+		epochs = make(map[string]*atomic.Uint32, health.Len())
 		for i := range health.Len() {
 			addr := health.Host(i).Addr
 			if epochs[addr] = old.epochs[addr]; epochs[addr] == nil {
-				epochs[addr] = new(atomic.Uint64)
+				epochs[addr] = new(atomic.Uint32)
 			}
 		}
 	}
@@ -276,7 +329,7 @@ func (o *Owner[T]) SetTable(table *Table[T], hosts []hosthealth.Host) News[T] {
 
 // publish publishes new Routes when an input changed: health, table, or
 // the lag book (lagChanged). mu is held.
-func (o *Owner[T]) publish(old *Routes[T], health *hosthealth.Snapshot, table *Table[T], epochs map[string]*atomic.Uint64, lagChanged bool) News[T] {
+func (o *Owner[T]) publish(old *Routes[T], health *hosthealth.Snapshot, table *Table[T], epochs map[string]*atomic.Uint32, lagChanged bool) News[T] {
 	fresh, freshChanged := old.Fresh, false
 	if lagChanged {
 		if next := o.lag.Candidates(); !maps.Equal(next, fresh) {

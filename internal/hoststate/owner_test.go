@@ -223,7 +223,10 @@ func TestOrder(t *testing.T) {
 		t.Fatal("a dropped observation published new routes")
 	}
 	failedProbe := probe.Result{Err: io.ErrUnexpectedEOF}
-	if res := o.Observe(Observation{Kind: Probed, Addr: "r:5432", Probe: failedProbe, Since: probeBegan}); res.Dropped || res.After.State != hosthealth.TransportError {
+	if res := o.Observe(Observation{Kind: Probed, Addr: "r:5432", Probe: failedProbe, Since: probeBegan}); !res.Dropped {
+		t.Errorf("a probe's silence that began before the failure was applied: %+v", res)
+	}
+	if res := o.Observe(Observation{Kind: Probed, Addr: "r:5432", Probe: failedProbe, Since: o.Epoch("r:5432")}); res.Dropped || res.After.State != hosthealth.TransportError {
 		t.Errorf("a probe's failure was dropped or not applied: %+v", res)
 	}
 	if res := answer(o, "p:5432", hosthealth.RolePrimary); res.Dropped || res.After.State != hosthealth.Healthy {
@@ -231,6 +234,66 @@ func TestOrder(t *testing.T) {
 	}
 	if res := o.Observe(Observation{Kind: Answered, Addr: "x:5432", Role: hosthealth.RolePrimary}); !res.Dropped {
 		t.Error("an answer from a host not in the set was applied")
+	}
+}
+
+// TestLateFailures: a failure, or a write refused by a read-only server,
+// met by an attempt that began before the host's latest failure is
+// dropped: calls that met one crash mark the host once, and a refusal
+// read before a crash does not make the crashed host a live replica.
+func TestLateFailures(t *testing.T) {
+	o, _ := newOwner(t, hosthealth.TargetPrimary, "", hostsOf("p:5432", "r:5432")...)
+	answer(o, "p:5432", hosthealth.RolePrimary)
+	answer(o, "r:5432", hosthealth.RoleReplica)
+	began := o.Epoch("p:5432")
+	if res := o.Observe(Observation{Kind: Failed, Addr: "p:5432", Class: hosthealth.Transport, Since: began}); res.Dropped {
+		t.Fatalf("the first failure was dropped: %+v", res)
+	}
+	crashed := o.Epoch("p:5432")
+	if res := o.Observe(Observation{Kind: Failed, Addr: "p:5432", Class: hosthealth.Transport, Since: began}); !res.Dropped || o.Epoch("p:5432") != crashed {
+		t.Errorf("the same crash, met by a second call, was recorded again: %+v", res)
+	}
+	rs := o.Routes()
+	if res := o.Observe(Observation{Kind: Failed, Addr: "p:5432", Class: hosthealth.Topology, Since: began}); !res.Dropped || res.After.State != hosthealth.TransportError {
+		t.Errorf("a refusal read before the crash was applied: %+v", res)
+	}
+	if o.Routes() != rs {
+		t.Error("a dropped refusal published new routes")
+	}
+	if res := o.Observe(Observation{Kind: Failed, Addr: "p:5432", Class: hosthealth.Topology, Since: crashed}); res.Dropped || res.After.Role != hosthealth.RoleReplica {
+		t.Errorf("a refusal after the crash: %+v", res)
+	}
+}
+
+// TestSamples: the primary's samples for pinned reads are kept only from
+// observations the Owner takes: a probe's answer, and a position asked on
+// a connection while the host has not failed since.
+func TestSamples(t *testing.T) {
+	o, clk := newOwner(t, hosthealth.TargetPrimary, "", hostsOf("p:5432")...)
+	wrote := clk.Now()
+	clk.Advance(time.Millisecond)
+	if _, step, _ := o.NeedSample("p:5432", wrote); step != replica.Ask {
+		t.Fatalf("no sample yet: step %v", step)
+	}
+	since := o.Epoch("p:5432")
+	o.Observe(Observation{Kind: Failed, Addr: "p:5432", Class: hosthealth.Transport, Since: since})
+	o.AnswerSample("p:5432", since, replica.Sample{LSN: 100, At: clk.Now()}, true)
+	if _, step, _ := o.NeedSample("p:5432", wrote); step != replica.Ask {
+		t.Errorf("a position asked before the host failed was kept: step %v", step)
+	}
+	o.AnswerSample("p:5432", since, replica.Sample{}, false)
+	o.Observe(Observation{Kind: Sampled, Addr: "p:5432", Sample: replica.Sample{LSN: 100, At: clk.Now()}, Since: since})
+	if _, step, _ := o.NeedSample("p:5432", wrote); step != replica.Ask {
+		t.Errorf("a stale Sampled observation was kept: step %v", step)
+	}
+	o.AnswerSample("p:5432", since, replica.Sample{}, false)
+	res := o.Observe(Observation{Kind: Probed, Addr: "p:5432", Since: o.Epoch("p:5432"),
+		Probe: probe.Result{Role: hosthealth.RolePrimary, WAL: 200, Asked: clk.Now()}})
+	if res.Dropped {
+		t.Fatalf("the probe's answer was dropped: %+v", res)
+	}
+	if s, step, _ := o.NeedSample("p:5432", wrote); step != replica.Use || s.LSN != 200 {
+		t.Errorf("the probe's sample: %+v %v", s, step)
 	}
 }
 

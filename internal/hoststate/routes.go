@@ -58,7 +58,7 @@ type Routes[T any] struct {
 
 	// epochs holds each host's epoch counter, by address. The counters
 	// are the Owner's: it alone adds to them, under its lock.
-	epochs map[string]*atomic.Uint64
+	epochs map[string]*atomic.Uint32
 }
 
 // Host is what routing needs of one host.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 )
 
 // connectChain makes one new connection of a following pool go on to
@@ -60,12 +61,12 @@ type connectChain struct {
 	// that one dial cannot carry a mark.
 	firstSocket atomic.Bool
 
-	current *hostpool.Host // the host of the attempt under way, nil between attempts
-	since   uint64         // current's epoch when its last dial began (hoststate.Owner.Epoch)
-	round   int            // the round of the entries the attempt uses, -1 until one is dialled
-	reached bool           // the attempt's dial worked
-	refused bool           // the attempt's server was in the wrong role
-	err     error          // why the chain gave up; every later entry returns it
+	current *hostpool.Host  // the host of the attempt under way, nil between attempts
+	since   hoststate.Epoch // current's epoch when its last dial began (hoststate.Owner.Epoch)
+	round   int             // the round of the entries the attempt uses, -1 until one is dialled
+	reached bool            // the attempt's dial worked
+	refused bool            // the attempt's server was in the wrong role
+	err     error           // why the chain gave up; every later entry returns it
 }
 
 // chainEntry is one connection variant of one host in one round.

@@ -108,6 +108,10 @@ type ConnState struct {
 	Host     *Host
 	standby  bool
 	prepared uint64
+	// since is the host's epoch when the connection's login began: a role
+	// its server reports on it later is news only while the host has not
+	// failed since (hoststate's order).
+	since hoststate.Epoch
 	// probed says which of the probe's statements the connection holds,
 	// once lent to the probe (lend).
 	probed [2]bool
@@ -230,7 +234,8 @@ func (s *Set) NewPgxPool(cfg *pgxpool.Config, ok func(*pgx.Conn) bool) (*pgxpool
 // since is h's epoch when the connect began (hoststate.Owner.Epoch). A
 // connection opened ahead of a promotion (openingStandby) is kept, and
 // its role not recorded.
-func (s *Set) CheckRole(ctx context.Context, h *Host, conn *pgconn.PgConn, target hosthealth.Target, since uint64) error {
+func (s *Set) CheckRole(ctx context.Context, h *Host, conn *pgconn.PgConn, target hosthealth.Target, since hoststate.Epoch) error {
+	StateOf(conn).since = since
 	if s.state.Stale(h.Addr, since) {
 		// The host failed while this login was under way: the failure is
 		// the newer news (a server shutting down ends its sessions over
@@ -254,7 +259,7 @@ func (s *Set) CheckRole(ctx context.Context, h *Host, conn *pgconn.PgConn, targe
 // checkAnswer records the role the server at h reports on conn, a login
 // that began at h's epoch since, and refuses a role target does not
 // accept.
-func (s *Set) checkAnswer(ctx context.Context, h *Host, conn *pgconn.PgConn, target hosthealth.Target, since uint64) error {
+func (s *Set) checkAnswer(ctx context.Context, h *Host, conn *pgconn.PgConn, target hosthealth.Target, since hoststate.Epoch) error {
 	role, err := serverRole(ctx, conn)
 	if err != nil {
 		return err
@@ -372,7 +377,7 @@ func (s *Set) Reusable(h *Host, pc *pgconn.PgConn, st *ConnState) bool {
 	if role != hosthealth.RoleUnknown && !target.Accepts(role) {
 		// The server's role changed while this connection was open.
 		s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedWrongRole, 1)
-		s.Observe(h, hoststate.Observation{Kind: hoststate.Answered, Role: role, Since: s.state.Epoch(h.Addr)})
+		s.Observe(h, hoststate.Observation{Kind: hoststate.Answered, Role: role, Since: st.since})
 		return false
 	}
 	return true
@@ -417,9 +422,10 @@ func (s *Set) StillOpen(h *Host, st *ConnState) bool {
 // timed out, or whose caller gave up, is left to the call to judge.
 func (s *Set) noteRefusedDial(h *Host, dial pgconn.DialFunc) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		since := s.state.Epoch(h.Addr)
 		c, err := dial(ctx, network, addr)
 		if err != nil && ctx.Err() == nil && hosthealth.Classify(err) == hosthealth.Transport {
-			s.Observe(h, hoststate.Observation{Kind: hoststate.Failed, Class: hosthealth.Transport})
+			s.MarkFailed(h, since, hosthealth.Transport, err)
 		}
 		return c, err
 	}

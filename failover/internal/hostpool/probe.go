@@ -8,14 +8,13 @@ import (
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
-	"github.com/pgfailover/pgfailover/replica"
 )
 
 // ProbeResult is what one probe of a host found, with the host's epoch
 // when the probe began (hoststate.Owner.Epoch).
 type ProbeResult struct {
 	probe.Result
-	since uint64
+	since hoststate.Epoch
 }
 
 // ProbeOnce runs one probe of host h. Its result carries the host's epoch
@@ -35,12 +34,6 @@ func (s *Set) Probed(h *Host, r ProbeResult) {
 	s.cfg.Telemetry.Probed(h.Server, r.Err)
 	if s.full(h, r.Err) {
 		return
-	}
-	// The Reader's pins read the primary's samples: one is kept before the
-	// routes that may make its host the primary are published, and only
-	// from an answer that host state takes.
-	if r.Err == nil && r.Role == hosthealth.RolePrimary && !s.state.Stale(h.Addr, r.since) {
-		s.cfg.PrimarySample(h.Addr, replica.Sample{LSN: r.WAL, At: r.Asked})
 	}
 	res := s.Observe(h, hoststate.Observation{Kind: hoststate.Probed, Probe: r.Result, Since: r.since})
 	if res.Dropped {

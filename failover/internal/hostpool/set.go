@@ -16,12 +16,11 @@ import (
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
-	"github.com/pgfailover/pgfailover/replica"
 )
 
 // Config is what a Set needs of the Pool it serves. Every field is
-// required but the four hooks after ReadyConns (Demoted, Failed, Refresh,
-// PrimarySample), which may be nil.
+// required but the three hooks after ReadyConns (Demoted, Failed,
+// Refresh), which may be nil.
 type Config struct {
 	Target    hosthealth.Target // the roles the Pool's own calls go to
 	State     *hoststate.Owner[Host]
@@ -51,9 +50,6 @@ type Config struct {
 	Failed func(addr string, err error)
 	// Refresh asks the topology source to look again.
 	Refresh func()
-	// PrimarySample is told of each primary's WAL position a probe read
-	// (the Reader's pins).
-	PrimarySample func(addr string, s replica.Sample)
 }
 
 // Set is the Pool's hosts at work: each host's pgxpools and the checks
@@ -82,9 +78,6 @@ func New(cfg Config) *Set {
 	if cfg.Refresh == nil {
 		cfg.Refresh = func() {}
 	}
-	if cfg.PrimarySample == nil {
-		cfg.PrimarySample = func(string, replica.Sample) {}
-	}
 	s := &Set{cfg: cfg, state: cfg.State}
 	s.waits.init()
 	return s
@@ -109,7 +102,9 @@ func (s *Set) Observe(h *Host, ob hoststate.Observation) hoststate.Result[Host] 
 }
 
 // MarkFailed records a failover event of class on host h, met by a call,
-// a transaction or a connect: host state marks the host (a write refused
+// a transaction, a dial or a connect that began in h's epoch since (Epoch):
+// host state marks the host, unless it recorded a failure since (the same
+// event, met by another call, is news once), (a write refused
 // by a read-only server makes it a replica for the ranking, and closes
 // its pooled connections), the local-first fallback hears of it (Failed;
 // not of a refusal as a replica), and the topology source is asked to
@@ -117,11 +112,13 @@ func (s *Set) Observe(h *Host, ob hoststate.Observation) hoststate.Result[Host] 
 // recorded then, and is not recorded again. A server refusing a new
 // connection while the host's connections work on is full, not down
 // (full), and is not marked.
-func (s *Set) MarkFailed(h *Host, class hosthealth.Class, err error) {
+func (s *Set) MarkFailed(h *Host, since hoststate.Epoch, class hosthealth.Class, err error) {
 	if _, ok := errors.AsType[*hosthealth.RoleError](err); ok && class == hosthealth.Topology || s.full(h, err) {
 		return
 	}
-	s.Observe(h, hoststate.Observation{Kind: hoststate.Failed, Class: class})
+	if s.Observe(h, hoststate.Observation{Kind: hoststate.Failed, Class: class, Since: since}).Dropped {
+		return
+	}
 	if class != hosthealth.Topology {
 		s.cfg.Failed(h.Addr, err)
 	}
@@ -163,7 +160,7 @@ func (s *Set) Hosts() []*Host { return s.state.Routes().Table.List }
 // Epoch is the host at addr's epoch now (hoststate.Owner.Epoch): a
 // connect or probe that begins reads it, and an answer it brings back is
 // dropped if the host failed since.
-func (s *Set) Epoch(addr string) uint64 { return s.state.Epoch(addr) }
+func (s *Set) Epoch(addr string) hoststate.Epoch { return s.state.Epoch(addr) }
 
 // Retire drains host h, which the published table no longer holds: its
 // probe loop ends, then, in the background, its calls in flight finish
