@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/internal/backoff"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // ErrListenGap is wrapped by the *GapError that Listener.Next returns after
@@ -200,9 +201,12 @@ func (l *Listener) connect(ctx context.Context) error {
 // Next waits for the next notification on any of the Listener's channels.
 // When the session is found lost, Next takes a new one from the Pool,
 // LISTENs again and returns a *GapError (errors.Is ErrListenGap); while no
-// host can take it, Next keeps trying, with the Pool's backoff, until ctx
-// ends. Other errors: ctx's, and ErrClosed after Close or once the Pool is
-// closed (a Next waiting when the Pool closes returns it too).
+// host can take it (the Pool's budget runs out, or the new session breaks
+// before its LISTENs), Next keeps trying, with the Pool's backoff, until
+// ctx ends. A failure no retry can mend (a wrong password, a missing
+// database or permission: a *HostError the Pool gave up on at once) is
+// returned at once. Other errors: ctx's, and ErrClosed after Close or once
+// the Pool is closed (a Next waiting when the Pool closes returns it too).
 func (l *Listener) Next(ctx context.Context) (*pgconn.Notification, error) {
 	if l.closed {
 		return nil, ErrClosed
@@ -241,7 +245,7 @@ func (l *Listener) regain(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) || !l.resumable(err) {
 			return err
 		}
 		switch waits.Wait(ctx, l.pool.life.Done()) {
@@ -255,6 +259,24 @@ func (l *Listener) regain(ctx context.Context) error {
 	gap := &GapError{Since: since, Lost: l.lost, Regained: l.since, Addr: l.addr, Cause: l.cause}
 	l.lost, l.cause = time.Time{}, nil
 	return gap
+}
+
+// resumable reports whether a new session may be sought again after err.
+// The Pool's Acquire decided already: it keeps no host it could try
+// within its budget (ErrBudgetExhausted, ErrNoHost), or it failed on a
+// host for good (any other *HostError: it would fail the same way on every
+// host). An error after Acquire, from the LISTENs, is decided as a
+// replayable statement's is.
+func (l *Listener) resumable(err error) bool {
+	if errors.Is(err, ErrBudgetExhausted) || errors.Is(err, ErrNoHost) {
+		return true
+	}
+	if _, ok := errors.AsType[*HostError](err); ok {
+		return false
+	}
+	f, _ := outcome.Describe(err, outcome.Call, outcome.Idempotent, l.pool.picker.target)
+	f.MaxAttempts, f.TimeLeft = 2, true
+	return outcome.Decide(f).Verdict == outcome.TryNext
 }
 
 // Close closes the Listener's session (which ends its LISTENs). It may be

@@ -3,8 +3,11 @@ package failover_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
@@ -185,4 +188,37 @@ func listenOnCh(t *testing.T, ctx context.Context, dsn string) (*failover.Pool, 
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return pool, l
+}
+
+// TestListenGivesUpOnAWrongPassword: a Listener whose session is lost
+// after its password changed does not retry a failure that no retry can
+// mend: Next returns the authentication failure, not its context's end.
+func TestListenGivesUpOnAWrongPassword(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := failovertest.Start(t, failovertest.Replicas(0))
+	if err := c.Primary().Exec(ctx, "CREATE ROLE listener LOGIN PASSWORD 'pw-one-7f3'"); err != nil {
+		t.Fatal(err)
+	}
+	dsn := strings.Replace(c.ConnString(""), "postgres:"+c.Password()+"@", "listener:pw-one-7f3@", 1)
+	if !strings.Contains(dsn, "listener:pw-one-7f3@") {
+		t.Fatalf("could not put the role in the connection string")
+	}
+	_, l := listenOnCh(t, ctx, dsn)
+	if err := c.Primary().Exec(ctx, "ALTER ROLE listener PASSWORD 'pw-two-9c1'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Primary().Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'listener'"); err != nil {
+		t.Fatal(err)
+	}
+	next, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := l.Next(next)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "28P01" {
+		t.Fatalf("Next after the password changed: want 28P01, got %v", err)
+	}
+	if strings.Contains(err.Error(), "pw-one-7f3") {
+		t.Errorf("the password is in the error: %v", err)
+	}
 }
