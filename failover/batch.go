@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
@@ -108,7 +107,7 @@ func (br *batchResults) rule() outcome.Rule {
 // repeated on the new results.
 func (br *batchResults) settle(err *error) bool {
 	if br.tx != nil {
-		*err = br.tx.interrupted(*err)
+		*err = br.tx.interrupted(br.ctx, *err)
 		return false
 	}
 	if *err == nil {
@@ -116,13 +115,14 @@ func (br *batchResults) settle(err *error) bool {
 		br.read = true
 		return false
 	}
-	if br.ctx.Err() == nil && hosthealth.Classify(*err) == hosthealth.NotFailover {
+	rule := br.rule()
+	if f, _ := outcome.Describe(*err, outcome.Call, rule, br.call.picker.target); !outcome.CallerDone(br.ctx) && outcome.Decide(f).Verdict == outcome.PassThrough {
 		// An ordinary error of one statement (a constraint, a scan): pgx
-		// goes on with the next result, and so does the batch.
+		// goes on with the next result, and so does the batch, which is
+		// settled when it is closed.
 		br.read = true
 		return false
 	}
-	rule := br.rule()
 	br.read = true
 	if br.conn == nil {
 		*err = br.call.done(*err, rule.Delivered())
@@ -190,7 +190,7 @@ func (r batchRow) Scan(dest ...any) error {
 func (br *batchResults) Close() error {
 	err := br.cur.Close()
 	if br.tx != nil {
-		return br.tx.interrupted(err)
+		return br.tx.interrupted(br.ctx, err)
 	}
 	if br.conn != nil {
 		br.conn.Release()

@@ -209,12 +209,12 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, ErrClosed
 		case !c.p.state.Routes().Holds(h.Addr, h), errors.Is(err, hostpool.ErrHostNotUsable):
 			continue // the host left the topology, or went down, while we waited for it
-		case c.is(episode) && c.ctx.Err() == nil && !c.timeLeft():
+		case c.is(episode) && !outcome.CallerDone(c.ctx) && !c.timeLeft():
 			// The budget, not the host, ended the attempt; what the host
 			// did before says more than the budget's own deadline.
 			c.noteFirst(h.Addr, err)
 			return nil, c.giveUp(ErrBudgetExhausted, nil)
-		case !c.is(episode) && c.ctx.Err() != nil:
+		case !c.is(episode) && outcome.CallerDone(c.ctx):
 			// The caller's context ended while it waited for a connection
 			// of h (every one busy, or a dial under way): say where it
 			// waited. errors.Is still finds the context's error.

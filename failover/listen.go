@@ -227,7 +227,7 @@ func (l *Listener) Next(ctx context.Context) (*pgconn.Notification, error) {
 		l.drop()
 		return nil, ErrClosed
 	}
-	if ctx.Err() != nil && !l.conn.IsClosed() {
+	if outcome.CallerDone(ctx) && !l.conn.IsClosed() {
 		return nil, ctx.Err() // the session is still good
 	}
 	l.drop()
@@ -245,7 +245,7 @@ func (l *Listener) regain(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) || !l.resumable(err) {
+		if outcome.CallerDone(ctx) || errors.Is(err, ErrClosed) || !l.resumable(err) {
 			return err
 		}
 		switch waits.Wait(ctx, l.pool.life.Done()) {

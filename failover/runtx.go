@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgfailover/pgfailover/internal/backoff"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
@@ -22,8 +24,10 @@ type runTxState struct {
 
 // RunTx runs fn in a transaction on pool and commits it. When the
 // transaction is interrupted before COMMIT was sent (its connection died,
-// so the server rolled it back), RunTx begins a new transaction on a
-// working host and runs fn again, within the pool's failover budget
+// so the server rolled it back), RunTx waits the Pool's backoff
+// (failover_backoff_initial to failover_backoff_max, full jitter, as
+// between a call's attempts), begins a new transaction on a working host
+// and runs fn again, within the pool's failover budget
 // (failover_max_attempts interruptions, failover_max_duration from the
 // first one, and ctx). It never runs fn again after COMMIT was sent: an
 // unknown commit outcome is returned as an error wrapping
@@ -40,6 +44,7 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 	var (
 		interruptions int
 		first         time.Time // of the first interruption
+		waits         *backoff.Waits
 	)
 	for {
 		err := runTxOnce(inner, pool, opts, fn)
@@ -49,14 +54,14 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 				pool.telemetry.Counted(ctx, telemetry.OutcomeSurvived)
 			}
 			return nil
-		case !errors.Is(err, ErrTxInterrupted) || ctx.Err() != nil:
+		case !errors.Is(err, ErrTxInterrupted) || outcome.CallerDone(ctx):
 			if interruptions > 0 || state.failedOver {
 				pool.telemetry.Counted(ctx, callOutcome(err))
 			}
 			return err
 		}
 		if interruptions == 0 {
-			first = pool.clock.Now()
+			first, waits = pool.clock.Now(), pool.backoffPolicy().Start()
 		}
 		interruptions++
 		// The budget is checked before each new run, never during one: a
@@ -65,6 +70,16 @@ func RunTx(ctx context.Context, pool *Pool, opts pgx.TxOptions, fn func(pgx.Tx) 
 			fe := &FailoverError{Kind: ErrBudgetExhausted, Attempts: interruptions, Hosts: hostErrors(err)}
 			pool.telemetry.Counted(ctx, callOutcome(fe))
 			return fe
+		}
+		switch waits.Wait(ctx, pool.life.Done()) {
+		case nil:
+		case backoff.ErrStopped:
+			return ErrClosed
+		default:
+			// The caller gave up during the wait: its context's error, as
+			// when it ends before BEGIN.
+			pool.telemetry.Counted(ctx, callOutcome(ctx.Err()))
+			return ctx.Err()
 		}
 	}
 }

@@ -40,7 +40,7 @@ func (c *call) done(err error, rule outcome.Rule) error {
 	// they were for the decision: the decision reads FailedOver only when
 	// the caller gave up, which records nothing, and a new episode's
 	// deadline lies a positive budget ahead.
-	f.CallerDone = c.ctx.Err() != nil
+	f.CallerDone = outcome.CallerDone(c.ctx)
 	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.is(episode), c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
 	d := outcome.Decide(f)
 	if d.Verdict == outcome.FailUnknown && rule&outcome.MayWrite != 0 && c.picker.reads == nil {
@@ -72,7 +72,7 @@ func (c *call) apply(d outcome.Decision, err error) error {
 	case outcome.FailUnknown, outcome.FailInterrupted:
 		return c.settled(errorKind(d.Verdict), err)
 	case outcome.FailBudget:
-		if c.ctx.Err() != nil {
+		if outcome.CallerDone(c.ctx) {
 			c.note(c.host.Addr, err)
 			return c.giveUp(ErrBudgetExhausted, c.ctx.Err())
 		}

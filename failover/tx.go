@@ -35,22 +35,22 @@ type tx struct {
 
 // interrupted is what an error of a statement inside the transaction
 // means for the caller (outcome.InTx).
-func (t *tx) interrupted(err error) error {
+func (t *tx) interrupted(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	return t.decide(outcome.InTx, err)
+	return t.decide(ctx, outcome.InTx, err)
 }
 
 // decide hands err, the failure of a statement of the transaction in
-// phase, to outcome.Decide and applies the decision: it marks the host
-// and names what the failure means. The caller's own deadline is not the
-// host's fault. pgx closes the connection when a statement's context ends
-// while it runs, so what fails after that is not the host's fault either;
-// a context that had ended before anything was sent leaves the connection,
-// and the transaction, as they were.
-func (t *tx) decide(phase outcome.Phase, err error) error {
-	callerDone := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+// phase, sent with ctx, to outcome.Decide and applies the decision: it
+// marks the host and names what the failure means. The caller's own
+// deadline is not the host's fault. pgx closes the connection when a
+// statement's context ends while it runs, so what fails after that is not
+// the host's fault either; a context that had ended before anything was
+// sent leaves the connection, and the transaction, as they were.
+func (t *tx) decide(ctx context.Context, phase outcome.Phase, err error) error {
+	callerDone := outcome.CallerDone(ctx)
 	if callerDone && t.Tx.Conn().PgConn().IsClosed() {
 		t.callerGaveUp = true
 	}
@@ -77,11 +77,11 @@ func (t *tx) Commit(ctx context.Context) error {
 	}
 	t.finished = true
 	if t.nested {
-		return t.interrupted(t.Tx.Commit(ctx))
+		return t.interrupted(ctx, t.Tx.Commit(ctx))
 	}
 	if err := t.deadBeforeCommit(); err != nil {
 		t.Tx.Rollback(ctx) // gives the broken connection back to be destroyed
-		return t.decide(outcome.Commit, err)
+		return t.decide(ctx, outcome.Commit, err)
 	}
 	err := t.Tx.Commit(ctx)
 	if err == nil {
@@ -90,12 +90,7 @@ func (t *tx) Commit(ctx context.Context) error {
 		}
 		return nil
 	}
-	if ctx.Err() != nil {
-		// The caller gave up with COMMIT in flight: whatever pgx reports
-		// is not the host's fault.
-		t.callerGaveUp = true
-	}
-	err = t.decide(outcome.Commit, err)
+	err = t.decide(ctx, outcome.Commit, err)
 	if t.writes && errors.Is(err, ErrCommitOutcomeUnknown) {
 		t.p.mayHaveWritten(ctx)
 	}
@@ -156,80 +151,87 @@ var (
 
 func (t *tx) Rollback(ctx context.Context) error {
 	t.finished = true
-	return t.interrupted(t.Tx.Rollback(ctx))
+	return t.interrupted(ctx, t.Tx.Rollback(ctx))
 }
 
 func (t *tx) Begin(ctx context.Context) (pgx.Tx, error) {
 	inner, err := t.Tx.Begin(ctx)
 	if err != nil {
-		return nil, t.interrupted(err)
+		return nil, t.interrupted(ctx, err)
 	}
 	return &tx{Tx: inner, p: t.p, host: t.host, epoch: t.epoch, nested: true, writes: t.writes}, nil
 }
 
 func (t *tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	tag, err := t.Tx.Exec(ctx, sql, args...)
-	return tag, t.interrupted(err)
+	return tag, t.interrupted(ctx, err)
 }
 
 func (t *tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	rows, err := t.Tx.Query(ctx, sql, args...)
 	if err != nil {
-		return rows, t.interrupted(err)
+		return rows, t.interrupted(ctx, err)
 	}
-	return &txRows{Rows: rows, t: t}, nil
+	return &txRows{Rows: rows, t: t, ctx: ctx}, nil
 }
 
 func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return txRow{row: t.Tx.QueryRow(ctx, sql, args...), t: t}
+	return txRow{row: t.Tx.QueryRow(ctx, sql, args...), t: t, ctx: ctx}
 }
 
 func (t *tx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
 	n, err := t.Tx.CopyFrom(ctx, tableName, columnNames, rowSrc)
-	return n, t.interrupted(err)
+	return n, t.interrupted(ctx, err)
 }
 
 func (t *tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return &txBatch{BatchResults: t.Tx.SendBatch(ctx, b), t: t}
+	return &txBatch{BatchResults: t.Tx.SendBatch(ctx, b), t: t, ctx: ctx}
 }
 
 func (t *tx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
 	sd, err := t.Tx.Prepare(ctx, name, sql)
-	return sd, t.interrupted(err)
+	return sd, t.interrupted(ctx, err)
 }
 
+// txRows, txRow and txBatch keep the context their statements were sent
+// with: a failure read later is decided with it (tx.decide).
 type txRows struct {
 	pgx.Rows
-	t *tx
+	t   *tx
+	ctx context.Context
 }
 
-func (r *txRows) Err() error { return r.t.interrupted(r.Rows.Err()) }
+func (r *txRows) Err() error { return r.t.interrupted(r.ctx, r.Rows.Err()) }
 
 type txRow struct {
 	row pgx.Row
 	t   *tx
+	ctx context.Context
 }
 
-func (r txRow) Scan(dest ...any) error { return r.t.interrupted(r.row.Scan(dest...)) }
+func (r txRow) Scan(dest ...any) error { return r.t.interrupted(r.ctx, r.row.Scan(dest...)) }
 
 type txBatch struct {
 	pgx.BatchResults
-	t *tx
+	t   *tx
+	ctx context.Context
 }
 
 func (b *txBatch) Exec() (pgconn.CommandTag, error) {
 	tag, err := b.BatchResults.Exec()
-	return tag, b.t.interrupted(err)
+	return tag, b.t.interrupted(b.ctx, err)
 }
 
 func (b *txBatch) Query() (pgx.Rows, error) {
 	rows, err := b.BatchResults.Query()
 	if err != nil {
-		return rows, b.t.interrupted(err)
+		return rows, b.t.interrupted(b.ctx, err)
 	}
-	return &txRows{Rows: rows, t: b.t}, nil
+	return &txRows{Rows: rows, t: b.t, ctx: b.ctx}, nil
 }
 
-func (b *txBatch) QueryRow() pgx.Row { return txRow{row: b.BatchResults.QueryRow(), t: b.t} }
+func (b *txBatch) QueryRow() pgx.Row {
+	return txRow{row: b.BatchResults.QueryRow(), t: b.t, ctx: b.ctx}
+}
 
-func (b *txBatch) Close() error { return b.t.interrupted(b.BatchResults.Close()) }
+func (b *txBatch) Close() error { return b.t.interrupted(b.ctx, b.BatchResults.Close()) }

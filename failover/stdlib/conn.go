@@ -169,12 +169,12 @@ func (c *Conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	}
 	t, err := c.pgxConn.BeginTx(ctx, opts)
 	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, driver.ErrBadConn) && c.closed() {
+		if !outcome.CallerDone(ctx) && !errors.Is(err, driver.ErrBadConn) && c.closed() {
 			return nil, fmt.Errorf("%w: BEGIN lost its connection: %w", driver.ErrBadConn, err)
 		}
 		return nil, err
 	}
-	return &tx{Tx: t, c: c}, nil
+	return &tx{Tx: t, c: c, ctx: ctx}, nil
 }
 
 // ResetSession runs pgx's checks (closed, open transaction, a ping after a
@@ -246,7 +246,7 @@ func (c *Conn) meaning(ctx context.Context, query string, at before, err error) 
 		err = errLostInFlight
 	}
 	phase, rule := statementPhase(at.inTx, query)
-	return c.decide(phase, rule, ctx.Err() != nil, err)
+	return c.decide(phase, rule, outcome.CallerDone(ctx), err)
 }
 
 // errLostInFlight stands for the error pgx's stdlib turned into
@@ -352,6 +352,9 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 type tx struct {
 	driver.Tx
 	c *Conn
+	// ctx is BeginTx's: database/sql rolls the transaction back when it
+	// ends, and a COMMIT cut off by it may still commit.
+	ctx context.Context
 }
 
 func (t *tx) Commit() error {
@@ -364,9 +367,9 @@ func (t *tx) Commit() error {
 		// The connection was gone before COMMIT was sent: the server
 		// rolled the transaction back.
 		t.Tx.Rollback()
-		return t.c.decide(outcome.Commit, outcome.WriteOnce, false, &outcome.NotSentError{Err: pgconn.ErrConnClosed})
+		return t.c.decide(outcome.Commit, outcome.WriteOnce, outcome.CallerDone(t.ctx), &outcome.NotSentError{Err: pgconn.ErrConnClosed})
 	}
-	return t.c.decide(outcome.Commit, outcome.WriteOnce, false, t.Tx.Commit())
+	return t.c.decide(outcome.Commit, outcome.WriteOnce, outcome.CallerDone(t.ctx), t.Tx.Commit())
 }
 
 func (t *tx) Rollback() error { return t.Tx.Rollback() }

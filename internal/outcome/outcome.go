@@ -1,6 +1,7 @@
 package outcome
 
 import (
+	"context"
 	"errors"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -77,6 +78,12 @@ type Failure struct {
 	MaxAttempts int
 	TimeLeft    bool // the call's failover deadline has not passed
 }
+
+// CallerDone reports whether the caller's context, ctx, has ended: the
+// package's one test of it (Failure.CallerDone). A failure met after the
+// caller gave up says nothing of the host, and a write cut off then may
+// still commit.
+func CallerDone(ctx context.Context) bool { return ctx.Err() != nil }
 
 // Describe reads what err says for the decision on a statement in phase
 // with rule, on a call for target. It also returns the error to report: a

@@ -14,6 +14,7 @@ import (
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // connectChain makes one new connection of a following pool go on to
@@ -225,7 +226,7 @@ func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net
 			return nil, err
 		}
 		ch.current, ch.round = h, -1
-		if ctx.Err() != nil {
+		if outcome.CallerDone(ctx) {
 			// The wait outlasted this entry's connect_timeout; the
 			// chosen host's next entry dials with a fresh one.
 			return nil, &errPassedOver{addr: e.h.Addr}

@@ -17,6 +17,7 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/internal/netconn"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
@@ -424,7 +425,7 @@ func (s *Set) noteRefusedDial(h *Host, dial pgconn.DialFunc) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		since := s.state.Epoch(h.Addr)
 		c, err := dial(ctx, network, addr)
-		if err != nil && ctx.Err() == nil && hosthealth.Classify(err) == hosthealth.Transport {
+		if err != nil && !outcome.CallerDone(ctx) && hosthealth.Classify(err) == hosthealth.Transport {
 			s.MarkFailed(h, since, hosthealth.Transport, err)
 		}
 		return c, err
