@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
+	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/topology"
@@ -40,16 +41,17 @@ func newLocalFirst(p *Pool) (localFirst, error) {
 	if err != nil {
 		return localFirst{}, &ConfigError{Key: keyFallbackLocal, Msg: err.Error(), Err: err}
 	}
-	lf, err := patroni.NewLocalFirst(patroni.LocalFirstConfig{
+	cfg := patroni.LocalFirstConfig{
 		Fallback:   fb,
 		Connector:  p.hosts,
 		Life:       p.life,
 		Go:         p.bg.Go,
-		Clock:      p.clock,
 		Meter:      p.telemetry.Meter(),
 		Attributes: []attribute.KeyValue{telemetry.DBSystem},
 		Logger:     p.cfg.Logger,
-	})
+	}
+	clock.Configure(&cfg, p.clock)
+	lf, err := patroni.NewLocalFirst(cfg)
 	return localFirst{lf}, err
 }
 

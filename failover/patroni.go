@@ -3,6 +3,7 @@ package failover
 import (
 	"go.opentelemetry.io/otel"
 
+	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/topology"
 )
@@ -19,24 +20,23 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	client, err := patroni.NewClient(patroni.ClientConfig{
-		URLs:          p.cfg.patroni.APIURLs,
-		MeterProvider: mp,
-		Clock:         p.clock,
-	})
+	clientCfg := patroni.ClientConfig{URLs: p.cfg.patroni.APIURLs, MeterProvider: mp}
+	clock.Configure(&clientCfg, p.clock)
+	client, err := patroni.NewClient(clientCfg)
 	if err != nil {
 		return nil, &ConfigError{Key: keyPatroniAPIURLs, Msg: err.Error(), Err: err}
 	}
 	p.patroniClient = client
-	return patroni.NewSource(patroni.SourceConfig{
+	srcCfg := patroni.SourceConfig{
 		Client:          client,
 		RefreshInterval: p.cfg.patroni.Refresh,
 		ZoneTag:         p.cfg.patroni.ZoneTag,
 		AllowList:       p.cfg.patroni.Allowed,
 		Logger:          p.cfg.Logger,
 		MeterProvider:   mp,
-		Clock:           p.clock,
-	})
+	}
+	clock.Configure(&srcCfg, p.clock)
+	return patroni.NewSource(srcCfg)
 }
 
 // refreshTopology asks the topology source, when it can be asked, to look

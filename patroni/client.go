@@ -49,10 +49,9 @@ type ClientConfig struct {
 	// MeterProvider receives the metrics pgfailover.patroni.requests,
 	// .errors and .duration; nil means none.
 	MeterProvider metric.MeterProvider
-	// Clock times each request for the duration metric; nil means the
-	// wall clock. Its type is internal to this module: a Pool sets it to
-	// its own clock, and other callers leave it nil.
-	Clock clock.Clock
+	// clock times each request for the duration metric; nil means the
+	// wall clock. A Pool sets it to its own (clock.Configure).
+	clock clock.Clock
 }
 
 // Client reads GET /cluster from a Patroni cluster's REST APIs.
@@ -93,7 +92,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		timeout: cmpOr(cfg.Timeout, DefaultTimeout),
 		maxBody: cmpOr(cfg.MaxBody, DefaultMaxBody),
 		http:    cfg.HTTPClient,
-		clock:   cfg.Clock,
+		clock:   cfg.clock,
 	}
 	if c.clock == nil {
 		c.clock = clock.Real()

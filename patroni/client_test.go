@@ -473,7 +473,7 @@ func TestClientDurationOnItsClock(t *testing.T) {
 		fake.Advance(7 * time.Second)
 		answer(body)(w, r)
 	})
-	c, _ := newTestClient(t, ClientConfig{URLs: []string{api.URL}, MeterProvider: mp, Clock: fake})
+	c, _ := newTestClient(t, ClientConfig{URLs: []string{api.URL}, MeterProvider: mp, clock: fake})
 	if _, err := c.Cluster(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,9 @@ type LocalFirstConfig struct {
 	Life context.Context
 	// Go runs f on a goroutine that the pool's Close waits for.
 	Go func(f func())
-	// Clock is the pool's clock; nil means the wall clock.
-	Clock clock.Clock
+	// clock is the pool's clock; nil means the wall clock. A Pool sets it
+	// (clock.Configure).
+	clock clock.Clock
 	// Meter records the gauges pgfailover.fallback.active and
 	// pgfailover.fallback.host and the counter
 	// pgfailover.fallback.candidate_failures; nil records nothing.
@@ -83,8 +84,8 @@ func NewLocalFirst(cfg LocalFirstConfig) (*LocalFirst, error) {
 	if cfg.Fallback == nil || cfg.Connector == nil || cfg.Life == nil || cfg.Go == nil {
 		return nil, errors.New("patroni: LocalFirstConfig needs Fallback, Connector, Life and Go")
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
+	if cfg.clock == nil {
+		cfg.clock = clock.Real()
 	}
 	if cfg.Meter == nil {
 		cfg.Meter = noop.NewMeterProvider().Meter(instrumentationName)
@@ -103,10 +104,10 @@ func NewLocalFirst(cfg LocalFirstConfig) (*LocalFirst, error) {
 // When a discovery round is due it starts one and waits for it, at most
 // QueryWaitTimeout, or until ctx or Life ends.
 func (lf *LocalFirst) Choose(ctx context.Context) string {
-	d := lf.fb.Decide(lf.cfg.Clock.Now())
+	d := lf.fb.Decide(lf.cfg.clock.Now())
 	if d.Action == Discover {
 		lf.wait(ctx, lf.discover())
-		d = lf.fb.Decide(lf.cfg.Clock.Now())
+		d = lf.fb.Decide(lf.cfg.clock.Now())
 	}
 	if d.Action == Discover {
 		return ""
@@ -128,7 +129,7 @@ func (lf *LocalFirst) Budget(configured time.Duration) time.Duration {
 // err: the local server goes into its cooldown, and the fallback host in
 // force is dropped and another looked for.
 func (lf *LocalFirst) Failed(addr string, err error) {
-	now := lf.cfg.Clock.Now()
+	now := lf.cfg.clock.Now()
 	reason := ReasonOf(err)
 	switch {
 	case addr == lf.fb.cfg.Local:
@@ -165,7 +166,7 @@ func (lf *LocalFirst) Register() (metric.Registration, error) {
 	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		// Only the host in force is reported, so the old one's series
 		// ends in the very collection the new one's begins.
-		addr, ok := lf.fb.Active(lf.cfg.Clock.Now())
+		addr, ok := lf.fb.Active(lf.cfg.clock.Now())
 		var on int64
 		if ok {
 			on = 1
@@ -183,7 +184,7 @@ func (lf *LocalFirst) Register() (metric.Registration, error) {
 // wait waits for a discovery round to end, for QueryWaitTimeout, or for
 // ctx or Life.
 func (lf *LocalFirst) wait(ctx context.Context, round <-chan struct{}) {
-	t := lf.cfg.Clock.NewTimer(lf.fb.cfg.QueryWaitTimeout)
+	t := lf.cfg.clock.NewTimer(lf.fb.cfg.QueryWaitTimeout)
 	defer t.Stop()
 	select {
 	case <-round:
@@ -218,8 +219,8 @@ func (lf *LocalFirst) discover() <-chan struct{} {
 // runRound races the candidates of each wave in turn until one connects in
 // a role the pool's target accepts.
 func (lf *LocalFirst) runRound() {
-	plan := lf.fb.Plan(lf.cfg.Clock.Now())
-	ctx, cancel := context.WithTimeout(lf.cfg.Life, plan.Timeout(lf.cfg.Clock.Now()))
+	plan := lf.fb.Plan(lf.cfg.clock.Now())
+	ctx, cancel := context.WithTimeout(lf.cfg.Life, plan.Timeout(lf.cfg.clock.Now()))
 	defer cancel()
 	for _, wave := range plan.Waves {
 		if winner := lf.race(ctx, wave, plan); winner != "" {
@@ -261,7 +262,7 @@ func (lf *LocalFirst) race(ctx context.Context, wave Wave, plan Plan) string {
 				reason := ReasonOf(err)
 				lf.candidateFailed.Add(context.Background(), 1,
 					metric.WithAttributes(append(slices.Clip(server), attribute.String("pgfailover.reason", reason.String()))...))
-				lf.fb.CandidateFailed(addr, lf.cfg.Clock.Now(), reason)
+				lf.fb.CandidateFailed(addr, lf.cfg.clock.Now(), reason)
 			}
 			results <- ""
 		})
@@ -278,7 +279,7 @@ func (lf *LocalFirst) race(ctx context.Context, wave Wave, plan Plan) string {
 // have lived Lifetime, so that calls return to the local server once the
 // cluster settles.
 func (lf *LocalFirst) won(addr string) {
-	lf.fb.Won(addr, lf.cfg.Clock.Now())
+	lf.fb.Won(addr, lf.cfg.clock.Now())
 	if lf.cfg.Logger != nil {
 		lf.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "pgfailover: local server down; calls go to a fallback host",
 			slog.String("local", lf.fb.cfg.Local), slog.String("host", addr))
@@ -287,7 +288,7 @@ func (lf *LocalFirst) won(addr string) {
 		return
 	}
 	lf.cfg.Go(func() {
-		t := lf.cfg.Clock.NewTimer(lf.fb.cfg.Lifetime)
+		t := lf.cfg.clock.NewTimer(lf.fb.cfg.Lifetime)
 		defer t.Stop()
 		select {
 		case <-t.C():

@@ -177,7 +177,7 @@ func newLFHarness(t *testing.T, fcfg FallbackConfig, replies map[string]reply) *
 		Connector:  h.conn,
 		Life:       life,
 		Go:         bg.Go,
-		Clock:      h.clk,
+		clock:      h.clk,
 		Meter:      sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader)).Meter("test"),
 		Attributes: []attribute.KeyValue{attribute.String("db.system.name", "postgresql")},
 		Logger:     slog.New(slog.NewTextHandler(h.logs, nil)),

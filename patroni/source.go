@@ -46,10 +46,9 @@ type SourceConfig struct {
 	// MeterProvider receives pgfailover.patroni.hosts.discovered,
 	// .removed and .topology.changes; nil means none.
 	MeterProvider metric.MeterProvider
-	// Clock schedules the reads and rate-limits the warnings; nil means
-	// the wall clock. Its type is internal to this module: a Pool sets it
-	// to its own clock, and other callers leave it nil.
-	Clock clock.Clock
+	// clock schedules the reads and rate-limits the warnings; nil means
+	// the wall clock. A Pool sets it to its own (clock.Configure).
+	clock clock.Clock
 }
 
 // Source reports the members of a Patroni cluster as a topology.Source.
@@ -79,7 +78,7 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		zoneTag:  cmpOr(cfg.ZoneTag, DefaultZoneTag),
 		allow:    cfg.AllowList,
 		log:      cfg.Logger,
-		clock:    cfg.Clock,
+		clock:    cfg.clock,
 		refresh:  make(chan struct{}, 1),
 	}
 	if s.clock == nil {

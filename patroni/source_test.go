@@ -112,7 +112,7 @@ func newHarness(t *testing.T, body string, cfg SourceConfig) *harness {
 	h.api = newFakeAPI(t, h.body.serve)
 	cfg.Client, h.transport = newTestClient(t, ClientConfig{URLs: []string{withUser(h.api.URL)}})
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
-	cfg.Clock = h.clock
+	cfg.clock = h.clock
 	src, err := NewSource(cfg)
 	if err != nil {
 		t.Fatal(err)

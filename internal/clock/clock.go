@@ -27,3 +27,10 @@ type realTimer struct{ t *time.Timer }
 
 func (t realTimer) C() <-chan time.Time { return t.t.C }
 func (t realTimer) Stop() bool          { return t.t.Stop() }
+
+// Configure sets c as the clock of cfg, a pointer to a configuration of a
+// public package of this module whose clock field cannot be exported (its
+// type is this one). Package patroni sets it when it is initialized, for
+// its ClientConfig, SourceConfig and LocalFirstConfig; a Pool calls it to
+// run them on its own clock. It is nil until then.
+var Configure func(cfg any, c Clock)
