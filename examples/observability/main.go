@@ -79,13 +79,7 @@ func main() {
 }
 
 func run(ctx context.Context, dsn, listen, drillURL string, check bool) error {
-	// The exporter registers on a registry of the program's own, which
-	// /metrics serves; Prometheus-style names (pgfailover_failover_survived_total,
-	// pgfailover_failover_wait_seconds) whatever the default of the
-	// exporter's version.
-	reg := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(reg),
-		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
+	exporter, metrics, err := newMetrics()
 	if err != nil {
 		return err
 	}
@@ -109,7 +103,7 @@ func run(ctx context.Context, dsn, listen, drillURL string, check bool) error {
 	defer pool.Close()
 
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /hosts", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -148,6 +142,22 @@ func run(ctx context.Context, dsn, listen, drillURL string, check bool) error {
 		return nil
 	}
 	return selfCheck(ctx, base, drillURL, pool, l)
+}
+
+// newMetrics returns the OpenTelemetry Prometheus exporter, for the
+// MeterProvider, and the handler of /metrics. The exporter registers on a
+// registry of the program's own, which the handler serves, with
+// Prometheus-style names (pgfailover_failover_survived_total,
+// pgfailover_failover_wait_seconds_bucket) whatever the default of the
+// exporter's version. The tests scrape the same handler.
+func newMetrics() (*otelprom.Exporter, http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
+	if err != nil {
+		return nil, nil, err
+	}
+	return exporter, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
 }
 
 // hostJSON is one host as /hosts shows it: what Stat().Hosts() says of it,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -9,158 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/otlptranslator"
-	"go.opentelemetry.io/otel/attribute"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	"go.opentelemetry.io/otel/metric"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// instrument is one row of the metric catalog (docs/observability.md).
-type instrument struct {
-	name, kind, unit string
-	attrs            []string
-}
-
-// poolAttributes are what the catalog calls "pool attributes".
-var poolAttributes = []string{"db.client.connection.pool.name", "pgfailover.pool.purpose", "server.address", "server.port"}
-
-var (
-	backticked    = regexp.MustCompile("`([^`]*)`")
-	parenthesized = regexp.MustCompile(`\([^)]*\)`)
-)
-
-// catalog reads the metric catalog from docs/observability.md: each
-// row's name, instrument, unit and attribute keys (the values some cells
-// give in parentheses left out), with db.system.name on every point of
-// the failover package.
-func catalog(t *testing.T) []instrument {
-	t.Helper()
-	data, err := os.ReadFile("../../docs/observability.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(data), "## Metric catalog\n")
-	if !ok {
-		t.Fatal("docs/observability.md has no metric catalog")
-	}
-	section, _, _ = strings.Cut(section, "\n#")
-	var out []instrument
-	for _, line := range strings.Split(section, "\n") {
-		if !strings.HasPrefix(line, "| `") {
-			continue
-		}
-		cells := strings.Split(line, "|")
-		if len(cells) < 6 {
-			t.Fatalf("catalog row %q", line)
-		}
-		in := instrument{
-			name: strings.Trim(strings.TrimSpace(cells[1]), "`"),
-			kind: strings.TrimSpace(cells[2]),
-			unit: strings.Trim(strings.TrimSpace(cells[3]), "`"),
-		}
-		if !strings.HasPrefix(in.name, "pgfailover.patroni.") {
-			in.attrs = append(in.attrs, "db.system.name")
-		}
-		keys := parenthesized.ReplaceAllString(cells[4], "")
-		if strings.Contains(keys, "pool attributes") {
-			in.attrs = append(in.attrs, poolAttributes...)
-		}
-		for _, m := range backticked.FindAllStringSubmatch(keys, -1) {
-			in.attrs = append(in.attrs, m[1])
-		}
-		out = append(out, in)
-	}
-	if len(out) < 20 {
-		t.Fatalf("read %d rows of the metric catalog", len(out))
-	}
-	return out
-}
-
-// exported records one point of every instrument of the catalog through
-// the exporter, configured as run configures it, and returns the
-// Prometheus series names (a histogram's _bucket, _sum and _count) with
-// their labels.
-func exported(t *testing.T) map[string][]string {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(reg),
-		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	defer mp.Shutdown(context.Background())
-	m := mp.Meter("catalog")
-	ctx := context.Background()
-	for _, c := range catalog(t) {
-		var kv []attribute.KeyValue
-		for _, k := range c.attrs {
-			if k == "server.port" {
-				kv = append(kv, attribute.Int(k, 5432))
-			} else {
-				kv = append(kv, attribute.String(k, "x"))
-			}
-		}
-		attrs := metric.WithAttributes(kv...)
-		unit := metric.WithUnit(c.unit)
-		switch c.kind {
-		case "counter":
-			i, err := m.Float64Counter(c.name, unit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			i.Add(ctx, 1, attrs)
-		case "histogram":
-			i, err := m.Float64Histogram(c.name, unit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			i.Record(ctx, 1, attrs)
-		case "gauge":
-			i, err := m.Int64Gauge(c.name, unit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			i.Record(ctx, 1, attrs)
-		case "up-down counter":
-			i, err := m.Int64UpDownCounter(c.name, unit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			i.Add(ctx, 1, attrs)
-		default:
-			t.Fatalf("%s: instrument %q is not known to this test", c.name, c.kind)
-		}
-	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]string{}
-	for _, f := range families {
-		var labels []string
-		for _, l := range f.GetMetric()[0].GetLabel() {
-			labels = append(labels, l.GetName())
-		}
-		names := []string{f.GetName()}
-		if f.GetType() == dto.MetricType_HISTOGRAM {
-			names = []string{f.GetName() + "_bucket", f.GetName() + "_sum", f.GetName() + "_count"}
-			labels = append(labels, "le")
-		}
-		for _, n := range names {
-			out[n] = labels
-		}
-	}
-	return out
-}
 
 var (
 	seriesName = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
