@@ -33,6 +33,22 @@
 // that connection reached another server than the host's probe
 // (Observation.Server).
 //
+// # What is not host state
+//
+// A pick and the checks at acquire read three more things, each kept
+// elsewhere because it is no fact of a host's:
+//   - the local-first steerer's choice (package patroni's Fallback): a
+//     decision of the Pool's, taken from its own discovery rounds, which
+//     the picker takes only while host state counts the host usable;
+//   - when the Pool's last write completed (failover's Pool.lastWrite):
+//     a fact of the Pool's own calls, which pins its Reader's reads;
+//   - each host's pools' bookkeeping (package hostpool): connections
+//     being opened or readied on a standby, the probe's statements a
+//     connection holds, the server and login epoch of each connection.
+//     They describe the Pool's connections, not the servers; what a
+//     connection learns of its server (its role, its replay position) is
+//     observed here.
+//
 // # Readers
 //
 // [Owner.Routes] is one atomic load; the value it returns is never

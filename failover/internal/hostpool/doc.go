@@ -4,8 +4,9 @@
 // them, the calls waiting for a usable host and the connections readied on
 // a standby ahead of its promotion.
 //
-// A [Set] serves one Pool. It holds no host state of its own: what it
-// observes of a host (a login's role, a refused dial, a probe's answer,
+// A [Set] serves one Pool. It holds no host state of its own, only its
+// connections' bookkeeping (see internal/hoststate, "What is not host
+// state"): what it observes of a host (a login's role, a refused dial, a probe's answer,
 // a connection that reports a new role) goes through [Set.Observe] to the
 // Pool's owner of host state (internal/hoststate), which publishes the
 // routes picks read, and a new host table goes through [Set.SetTable].
