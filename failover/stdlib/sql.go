@@ -16,6 +16,7 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/backoff"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // DriverName is the name the driver is registered under.
@@ -108,7 +109,7 @@ func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		if err == nil {
 			return &Conn{pgxConn: dc.(*pgxstdlib.Conn), usable: c.usable, target: c.target}, nil
 		}
-		if attempt >= c.attempts || !hostRefused(err) {
+		if !c.again(ctx, err, attempt) {
 			return nil, err
 		}
 		if waits == nil {
@@ -120,17 +121,18 @@ func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 }
 
-// hostRefused reports whether err is a connect its host refused or could
-// not take: a reason to try again, since the connection did nothing.
-func hostRefused(err error) bool {
+// again reports whether a connect that failed with err, the attempt-th,
+// is tried again: outcome.Decide's verdict on a connect refused by its
+// host (a *pgconn.ConnectError: nothing was sent), as on a call's
+// replayable attempt, with attempts the connector's own budget.
+func (c *poolConnector) again(ctx context.Context, err error, attempt int) bool {
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); !ok {
 		return false
 	}
-	switch hosthealth.Classify(err) {
-	case hosthealth.Transport, hosthealth.Topology, hosthealth.Transient:
-		return true
-	}
-	return false
+	f, _ := outcome.Describe(err, outcome.Call, outcome.Idempotent, c.target)
+	f.CallerDone = outcome.CallerDone(ctx)
+	f.Attempts, f.MaxAttempts, f.TimeLeft = attempt-1, c.attempts, attempt < c.attempts
+	return outcome.Decide(f).Verdict == outcome.TryNext
 }
 
 func (c *poolConnector) Driver() driver.Driver { return Driver{} }
