@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
+	"github.com/pgfailover/pgfailover/internal/backoff"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -25,7 +26,7 @@ import (
 // known position on for every read, when it is the server h's freshness
 // describes (hoststate.Observation.Server).
 func (r *Reader) replayed(c *call, h *hostpool.Host, conn *pgxpool.Conn, want replica.LSN) (got replica.LSN, ok, waited bool) {
-	for delay := firstReplayPoll; ; delay, waited = min(2*delay, lastReplayPoll), true {
+	for n := 1; ; n, waited = n+1, true {
 		got, ok := r.replayPosition(c.ctx, h, conn)
 		if !ok {
 			return got, false, waited
@@ -33,7 +34,7 @@ func (r *Reader) replayed(c *call, h *hostpool.Host, conn *pgxpool.Conn, want re
 		if got >= want {
 			return got, true, waited
 		}
-		if !r.pause(c, delay) {
+		if !r.pause(c, replayPolls.Base(n)) {
 			return got, false, waited
 		}
 	}
@@ -100,14 +101,12 @@ func (r *Reader) pause(c *call, delay time.Duration) bool {
 	return true
 }
 
-// The pauses between two questions to a replica that has not yet
-// replayed a read's position (or seen its sender go, see look): a replica
-// streaming from a busy primary is usually a fraction of a millisecond
-// behind.
-const (
-	firstReplayPoll = 200 * time.Microsecond
-	lastReplayPoll  = 2 * time.Millisecond
-)
+// replayPolls are the pauses between two questions to a replica that has
+// not yet replayed a read's position (or seen its sender go, see look), on
+// the module's one curve: a replica streaming from a busy primary is
+// usually a fraction of a millisecond behind. Without jitter: they are one
+// read's questions on its own connection.
+var replayPolls = backoff.Exponential{Initial: 200 * time.Microsecond, Max: 2 * time.Millisecond}
 
 // replayPosition asks the replica h at the other end of conn how far it
 // has replayed, and records it.

@@ -127,7 +127,7 @@ const lookSQL = "SELECT (" + probe.WALSQL + ")::text, (" + probe.ReceivedSQL + "
 func (r *Reader) look(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 	ev := c.events()
 	ev.looked = append(ev.looked, h.Addr)
-	for delay := firstReplayPoll; ; delay = min(2*delay, lastReplayPoll) {
+	for n := 1; ; n++ {
 		rep, ok := r.askHeld(c.ctx, conn)
 		if !ok {
 			return false
@@ -140,7 +140,7 @@ func (r *Reader) look(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 		if pos, ok := rs.Outage.Position(r.outageSince(c)); ok {
 			return rep.Replayed >= pos
 		}
-		if !rep.Receiving || rs.Outage.Sync() || !r.pause(c, delay) {
+		if !rep.Receiving || rs.Outage.Sync() || !r.pause(c, replayPolls.Base(n)) {
 			return false
 		}
 	}
