@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pgfailover/pgfailover/replica"
 )
 
 // rawCluster and rawMember hold each field as raw JSON, so that a field of
@@ -99,7 +101,7 @@ func decodeMember(i int, data json.RawMessage) (*Member, []Issue) {
 		name string
 		raw  json.RawMessage
 		lag  *Lag
-		lsn  *LSN
+		lsn  *replica.LSN
 	}{
 		{"lag", raw.Lag, &m.Lag, nil},
 		{"receive_lag", raw.ReceiveLag, &m.ReceiveLag, nil},
@@ -259,25 +261,23 @@ func asLag(data json.RawMessage) (Lag, error) {
 }
 
 // asLSN accepts PostgreSQL's "X/Y" text, a plain integer, or "unknown".
-func asLSN(data json.RawMessage) (LSN, error) {
+func asLSN(data json.RawMessage) (replica.LSN, error) {
 	s, err := asString(data)
 	if err != nil {
 		var n uint64
 		if json.Unmarshal(data, &n) != nil {
 			return 0, wrongType("an LSN", data)
 		}
-		return LSN(n), nil
+		return replica.LSN(n), nil
 	}
 	if s == "unknown" {
 		return 0, nil
 	}
-	hi, lo, ok := strings.Cut(s, "/")
-	h, err1 := strconv.ParseUint(hi, 16, 32)
-	l, err2 := strconv.ParseUint(lo, 16, 32)
-	if !ok || err1 != nil || err2 != nil {
+	lsn, err := replica.ParseLSN(s)
+	if err != nil {
 		return 0, wrongType("an LSN", data)
 	}
-	return LSN(h<<32 | l), nil
+	return lsn, nil
 }
 
 // tagText writes a tag's value as text; objects, lists and null are not

@@ -1,10 +1,10 @@
 package patroni
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/replica"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -58,7 +58,7 @@ type Member struct {
 	Lag, ReceiveLag, ReplayLag Lag
 	// LSN, ReceiveLSN and ReplayLSN are the member's WAL positions
 	// (Patroni 4.1 and later); 0 when not reported.
-	LSN, ReceiveLSN, ReplayLSN LSN
+	LSN, ReceiveLSN, ReplayLSN replica.LSN
 	// NoFailover and NoLoadBalance are the Patroni tags of those names.
 	NoFailover, NoLoadBalance bool
 	// Tags holds every tag whose value is a string, a number or a bool,
@@ -139,14 +139,6 @@ func (l Lag) String() string {
 		return "unknown"
 	}
 	return strconv.FormatInt(int64(l), 10)
-}
-
-// LSN is a PostgreSQL WAL position; 0 means not known.
-type LSN uint64
-
-// String returns the position as PostgreSQL writes it, "16/B374D848".
-func (l LSN) String() string {
-	return fmt.Sprintf("%X/%X", uint64(l)>>32, uint32(l))
 }
 
 // Issue is something in an answer that the decoder could not use.
