@@ -9,6 +9,7 @@ import (
 	"github.com/pgfailover/pgfailover/failover/internal/follow"
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // PgxPool returns a genuine *pgxpool.Pool whose new connections go to the
@@ -117,23 +118,22 @@ type connectWalk struct{ c call }
 func (w *connectWalk) Pick() (*hostpool.Host, error) { return w.c.pick() }
 func (w *connectWalk) Connected()                    { w.c.finish(nil) } // ends the episode, if the connect had one
 
-// Failed marks h as the Pool's calls mark a host, and holds it back for
-// a backoff; the connect ends with ErrBudgetExhausted once
-// failover_max_attempts or failover_max_duration is spent.
+// Failed settles a connect that failed on h as a call's attempt that did
+// nothing is settled (outcome.Decide, then call.apply): h is marked and
+// held back for a backoff, and the connect ends with ErrBudgetExhausted
+// once failover_max_attempts or failover_max_duration is spent.
 func (w *connectWalk) Failed(h *hostpool.Host, err *follow.ConnectError) error {
 	c := &w.c
-	class := hosthealth.Transport
-	if err.Reached {
-		class = hosthealth.Transient
-	}
 	if c.host != h {
 		c.host, c.epoch = h, c.p.hosts.Epoch(h.Addr)
 	}
-	c.p.hosts.MarkFailed(h, c.epoch, class, err)
-	c.record(class, err)
-	c.holdBack()
-	if c.events().attempts >= c.p.cfg.MaxAttempts || !c.timeLeft() {
-		return c.giveUp(ErrBudgetExhausted, nil)
+	f := outcome.Failure{Phase: outcome.Call, Class: hosthealth.Transport, Rule: outcome.Idempotent, DidNotRun: true,
+		CallerDone: outcome.CallerDone(c.ctx), FailedOver: c.is(episode), Attempts: c.events().attempts, MaxAttempts: c.p.cfg.MaxAttempts, TimeLeft: c.timeLeft()}
+	if err.Reached {
+		f.Class = hosthealth.Transient // it answered, and refused
+	}
+	if e := c.apply(outcome.Decide(f), err); e != errRetry {
+		return e
 	}
 	return nil
 }
