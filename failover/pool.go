@@ -93,9 +93,10 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 	return NewWithConfig(ctx, cfg)
 }
 
-// NewWithConfig creates a Pool from a Config made by ParseConfig. With
-// Config.Topology set, it first waits for the source's first report (up to
-// connect_timeout, or 5s when connect_timeout is 0). It probes every host, each within connect_timeout: in
+// NewWithConfig creates a Pool from a Config made by ParseConfig. With a
+// topology source (Config.Topology, or the Patroni source that
+// patroni_api_urls makes), it first waits for the source's first report
+// (up to connect_timeout, or 5s when connect_timeout is 0). It probes every host, each within connect_timeout: in
 // turn until one has logged in, so that a wrong password reaches one host
 // only, then the rest in parallel. It fails with the authentication
 // error when the credentials are refused, and otherwise with one error
