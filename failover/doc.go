@@ -19,10 +19,11 @@
 //
 // # Reads on replicas
 //
-// Pool.Reader returns a read-only surface (Query, QueryRow, SendBatch,
-// read-only BeginTx) that spreads reads round-robin over the replicas that
-// are fresh enough, same zone first, and falls back to the primary in a
-// read-only session. For pin_after_write after a write through the Pool,
+// Pool.Reader returns a surface for reads (Query, QueryRow, SendBatch,
+// read-only BeginTx; no Exec) that spreads reads round-robin over the
+// replicas that are fresh enough, same zone first, and falls back to the
+// primary, in sessions that log in read-only (see Reader for what that
+// does not stop). For pin_after_write after a write through the Pool,
 // a read goes to a replica only once it has replayed a position of the
 // primary sampled after the write, waiting up to replica_wait for one,
 // else to the primary (read-your-writes); with max_lag set, a
