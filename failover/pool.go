@@ -300,7 +300,8 @@ func (p *Pool) Ping(ctx context.Context) error {
 // to another host only when the statement provably did nothing on the
 // first: it never reached the server, or the server refused it before
 // running it (a write sent to a demoted primary, a server starting up).
-// When the connection fails after the statement was sent, Exec returns an
+// When the connection fails, or the caller's context ends, after the
+// statement was sent and before the server answered it, Exec returns an
 // error wrapping ErrCommitOutcomeUnknown (for anything but a plain read)
 // and never runs it again.
 func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
