@@ -115,7 +115,10 @@ type Config struct {
 	// Topology, when set, tells the Pool of hosts beyond the connection
 	// string's, and of their claimed roles and zones, as they come and go.
 	// Its members are merged with the connection string's hosts, which
-	// always stay. Nil means the connection string's hosts only.
+	// always stay. Nil means the connection string's hosts, plus Patroni's
+	// members when the string sets patroni_api_urls: NewWithConfig then
+	// builds that source itself (a Topology set in code takes its place,
+	// and patroni_api_urls is not read).
 	Topology topology.Source
 
 	// clock is the Pool's time source; nil means the wall clock.

@@ -19,10 +19,11 @@
 //
 // # Reads on replicas
 //
-// Pool.Reader returns a read-only surface (Query, QueryRow, SendBatch,
-// read-only BeginTx) that spreads reads round-robin over the replicas that
-// are fresh enough, same zone first, and falls back to the primary in a
-// read-only session. For pin_after_write after a write through the Pool,
+// Pool.Reader returns a surface for reads (Query, QueryRow, SendBatch,
+// read-only BeginTx; no Exec) that spreads reads round-robin over the
+// replicas that are fresh enough, same zone first, and falls back to the
+// primary, in sessions that log in read-only (see Reader for what that
+// does not stop). For pin_after_write after a write through the Pool,
 // a read goes to a replica only once it has replayed a position of the
 // primary sampled after the write, waiting up to replica_wait for one,
 // else to the primary (read-your-writes); with max_lag set, a
@@ -44,7 +45,9 @@
 // flight, the call fails with ErrCommitOutcomeUnknown and is never run
 // again. Connections from Acquire and open transactions are pinned to their
 // host; a transaction whose connection died fails with ErrTxInterrupted,
-// and RunTx runs a whole transaction function again in that case.
+// and RunTx runs a whole transaction function again in that case. Which
+// errors mean that a statement did not commit is one rule, with its scope:
+// https://github.com/pgfailover/pgfailover/blob/main/docs/errors.md#the-rule.
 //
 // # Waiting for a primary
 //
@@ -71,8 +74,8 @@
 // # Hosts that come and go
 //
 // Config.Topology takes a topology.Source, which reports the cluster's
-// members as they change; they are merged with the connection string's
-// hosts. Hosts are known by address: one that stays keeps its state and
+// members as they change (patroni_api_urls makes one that asks Patroni);
+// they are merged with the connection string's hosts. Hosts are known by address: one that stays keeps its state and
 // connections, a new one starts unknown, and one that leaves is drained and
 // closed.
 //
@@ -93,13 +96,26 @@
 // a host's state or role once, whoever noticed it, and rate-limited
 // warnings (one per host and kind each 10 s; the Patroni source's, one
 // per kind a minute); the Pool logs nothing
-// without it. A call that meets no failover event records nothing. No
+// without it. A call that meets no failover event records nothing, except
+// a read through the Reader, which counts itself in pgfailover.reads. No
 // password appears in any error, log line, metric or span.
 //
 // # Reference and guide
 //
 // ParseConfig lists every connection-string key with its default and
-// range. The guide, one page per task (a real cluster, guarantees, reads,
-// database/sql, Patroni, errors and what to do, performance), starts at
-// https://github.com/pgfailover/pgfailover#guide.
+// range. The guide is one page per task, in
+// https://github.com/pgfailover/pgfailover/tree/main/docs:
+//
+//   - getting-started.md: a real cluster, the connection string, a target
+//   - how-failover-works.md: what moves to another host, waiting for a
+//     primary, probing and its cost, the knobs
+//   - guarantees.md: what holds through a failover, and the tests that show it
+//   - reads.md: the Reader, read-your-writes, causal tokens, max_lag
+//   - databasesql-and-pgxpool.md: database/sql, PgxPool, LISTEN/NOTIFY
+//   - patroni.md: Patroni, other topology sources, local-first fallback
+//   - observability.md: the metric catalog, spans, logs
+//   - errors.md: each error, the did-not-run rule, settling an unknown outcome
+//   - performance.md: client CPU beside pgxpool, failover timings
+//   - testing.md: a failover in your service's own go test
+//   - contributing.md: running the tests, CI, the packages
 package failover

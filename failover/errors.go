@@ -33,10 +33,14 @@ var (
 	// none of it took effect; the next Begin lands on a working host.
 	ErrTxInterrupted = errors.New("pgfailover: transaction interrupted")
 
-	// ErrCommitOutcomeUnknown means the connection died while a COMMIT, or
-	// a statement outside a transaction that may write, was in flight. It
-	// may or may not have taken effect; pgfailover never runs it again and
-	// never reports it as a success.
+	// ErrCommitOutcomeUnknown means a COMMIT, or a statement outside a
+	// transaction that may write, was in flight when its connection died
+	// or the caller's context ended, and the server had neither answered
+	// it nor provably refused it. It may or may not have taken effect;
+	// pgfailover never runs it again and never reports it as a success.
+	// After any other error the statement did not commit: the rule, and
+	// where it holds, is
+	// https://github.com/pgfailover/pgfailover/blob/main/docs/errors.md#the-rule.
 	ErrCommitOutcomeUnknown = errors.New("pgfailover: commit outcome unknown")
 )
 

@@ -194,8 +194,9 @@ func ExampleNoRetry() {
 	}
 }
 
-// ExampleReplaySafe promises that a statement may run twice, so that it
-// moves to another host even when the classifier would not let it.
+// ExampleReplaySafe promises that a query may run twice, so that it moves
+// to another host even when the classifier would not let it. It counts
+// for Query, QueryRow and SendBatch; Exec is never run twice once sent.
 func ExampleReplaySafe() {
 	ctx := context.Background()
 	pool, err := failover.New(ctx, "postgres://app:secret@db-a,db-b,db-c/app")
@@ -204,10 +205,12 @@ func ExampleReplaySafe() {
 		return
 	}
 	defer pool.Close()
-	// An upsert to the same value: running it twice changes nothing more.
-	_, err = pool.Exec(failover.ReplaySafe(ctx),
-		"INSERT INTO seen (id) VALUES ($1) ON CONFLICT (id) DO NOTHING", "evt-7")
-	fmt.Println(err)
+	// The classifier never replays FOR SHARE; outside a transaction its
+	// lock ends with the statement, so running it twice changes nothing.
+	var balance int64
+	err = pool.QueryRow(failover.ReplaySafe(ctx),
+		"SELECT balance FROM accounts WHERE id = $1 FOR SHARE", 7).Scan(&balance)
+	fmt.Println(balance, err)
 }
 
 // ExampleErrCommitOutcomeUnknown tells an error after which a write may

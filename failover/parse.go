@@ -33,7 +33,9 @@ import (
 //	key                       default     meaning
 //	target_session_attrs      read-write  libpq's key: which role to connect to (see below)
 //	target                    read-write  the same, shorter; may not disagree with target_session_attrs
-//	zone                      ""          the client's zone; hosts in it are tried first
+//	zone                      ""          the client's zone; hosts in it are tried first by the
+//	                                      Reader and by targets that take replicas (read-write
+//	                                      and primary go to the primary, whatever its zone)
 //	zones                     ""          comma list, one zone per host, positional like port=
 //	                                      (a single value applies to every host; "a,,b" leaves
 //	                                      the second host without a zone)

@@ -93,9 +93,10 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 	return NewWithConfig(ctx, cfg)
 }
 
-// NewWithConfig creates a Pool from a Config made by ParseConfig. With
-// Config.Topology set, it first waits for the source's first report (up to
-// connect_timeout, or 5s when connect_timeout is 0). It probes every host, each within connect_timeout: in
+// NewWithConfig creates a Pool from a Config made by ParseConfig. With a
+// topology source (Config.Topology, or the Patroni source that
+// patroni_api_urls makes), it first waits for the source's first report
+// (up to connect_timeout, or 5s when connect_timeout is 0). It probes every host, each within connect_timeout: in
 // turn until one has logged in, so that a wrong password reaches one host
 // only, then the rest in parallel. It fails with the authentication
 // error when the credentials are refused, and otherwise with one error
@@ -299,7 +300,8 @@ func (p *Pool) Ping(ctx context.Context) error {
 // to another host only when the statement provably did nothing on the
 // first: it never reached the server, or the server refused it before
 // running it (a write sent to a demoted primary, a server starting up).
-// When the connection fails after the statement was sent, Exec returns an
+// When the connection fails, or the caller's context ends, after the
+// statement was sent and before the server answered it, Exec returns an
 // error wrapping ErrCommitOutcomeUnknown (for anything but a plain read)
 // and never runs it again.
 func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

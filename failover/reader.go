@@ -18,10 +18,13 @@ import (
 	"github.com/pgfailover/pgfailover/replica"
 )
 
-// Reader sends reads to the replicas. It is read-only by construction: it
-// has no Exec, and every session it uses is read-only
-// (default_transaction_read_only), so a function that writes fails on the
-// primary too.
+// Reader sends reads to the replicas. It has no Exec, and every session it
+// opens logs in with default_transaction_read_only on, so a statement that
+// writes fails (25006), on the primary too. That is a session default,
+// not a wall: a statement sent through the Reader that changes it (SET
+// default_transaction_read_only = off, SET SESSION CHARACTERISTICS AS
+// TRANSACTION READ WRITE) holds for the rest of that pooled session, and
+// later statements on it may write.
 //
 // Each read goes round-robin to a replica that is usable and fresh
 // enough, those in the client's zone first.

@@ -97,7 +97,9 @@ func (k keyOutcomes) verdict() Outcome {
 // that means (OutcomeOf). Pass the error the application's own code
 // returned, so that the check judges the application: a service that
 // reports an unknown outcome as its own error type should wrap
-// failover.ErrCommitOutcomeUnknown, or the write counts as Failed.
+// failover.ErrCommitOutcomeUnknown, or the write counts as Failed. So
+// should one whose resend of an unknown write failed: the error then wraps
+// both, as the settle pattern of docs/errors.md does.
 func (l *Ledger[K]) Record(key K, err error) Outcome {
 	o := OutcomeOf(err)
 	l.mu.Lock()

@@ -24,18 +24,19 @@ type Orders struct {
 // Place stores an order. A write whose commit outcome is unknown (the
 // primary died while it was in flight) is sent again: the idempotency key
 // makes that safe, and the second send either stores the order or finds
-// it there.
+// it there. When the second send fails too, the outcome is still unknown:
+// the error wraps both, so that it still wraps ErrCommitOutcomeUnknown.
 func (o *Orders) Place(ctx context.Context, key string, amount int64) error {
 	const insert = `INSERT INTO orders (key, amount) VALUES ($1, $2)
 		ON CONFLICT (key) DO NOTHING`
-	var err error
-	for range 3 {
-		_, err = o.DB.Exec(ctx, insert, key, amount)
-		if !errors.Is(err, failover.ErrCommitOutcomeUnknown) {
-			return err
-		}
+	_, err := o.DB.Exec(ctx, insert, key, amount)
+	if !errors.Is(err, failover.ErrCommitOutcomeUnknown) {
+		return err
 	}
-	return err
+	if _, resendErr := o.DB.Exec(ctx, insert, key, amount); resendErr != nil {
+		return fmt.Errorf("order %s: %w", key, errors.Join(err, resendErr))
+	}
+	return nil
 }
 
 // Amount reads an order back through the Reader: from a replica that has

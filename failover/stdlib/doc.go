@@ -90,8 +90,12 @@
 // while it is open and its server has not reported a role the target
 // refuses.
 //
-// A statement is never run again on another host once it was sent. What
-// its failure means is said as the Pool says it:
+// A statement is never run again on another host once it was sent. Its
+// errors keep the Pool's rule, ErrCommitOutcomeUnknown being the only one
+// after which it may have committed (see
+// https://github.com/pgfailover/pgfailover/blob/main/docs/errors.md#the-rule),
+// with failover's SQL classifier alone deciding what may write (no
+// context is consulted):
 //
 //   - a statement outside a transaction that may write (anything but a
 //     plain read, as failover's SQL classifier sees it), cut off in flight

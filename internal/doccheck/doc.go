@@ -13,7 +13,20 @@
 //     marked module=DIR is compiled inside that module (an example's);
 //   - the metric catalog or the connection-string key table is written
 //     out anywhere but in its one home (docs/observability.md, and
-//     ParseConfig's doc comment).
+//     ParseConfig's doc comment);
+//   - a Go block marked from=PATH is not, as it stands, in that file (a
+//     test runs the code the page shows);
+//   - the guide's page list in failover/doc.go or in the README's Guide
+//     section names a page docs/ does not have, or leaves one out;
+//   - a page names a key of the failover_*, health_probe_*, patroni_*,
+//     fallback_* or pool_* families that ParseConfig's doc comment does
+//     not name;
+//   - a fact with one home (statedOnce: how soon calls resume after a
+//     promotion, in docs/performance.md; the did-not-run rule, in
+//     docs/errors.md; the PostgreSQL majors CI tests, in README.md) is
+//     stated on another page, or no longer on its home.
+//
+// Each failure names the file and line.
 //
 // The catalog's agreement with the code is failover's
 // TestMetricCatalogIsComplete; the key table's is failover's

@@ -34,7 +34,8 @@ type Config struct {
 }
 
 // Instruments holds a Pool's OpenTelemetry instruments. Nothing here runs
-// on a call that meets no failover event. The metric catalog in
+// on a call that meets no failover event, but for a read through the
+// Reader, which counts itself in pgfailover.reads. The metric catalog in
 // docs/observability.md lists every instrument; TestMetricCatalogIsComplete
 // keeps it complete.
 type Instruments struct {
