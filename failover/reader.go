@@ -20,11 +20,11 @@ import (
 
 // Reader sends reads to the replicas. It has no Exec, and every session it
 // opens logs in with default_transaction_read_only on, so a statement that
-// writes fails (25006), on the primary too. That is a session default,
-// not a wall: a statement sent through the Reader that changes it (SET
-// default_transaction_read_only = off, SET SESSION CHARACTERISTICS AS
-// TRANSACTION READ WRITE) holds for the rest of that pooled session, and
-// later statements on it may write.
+// writes fails (25006), on the primary too. A statement sent through the
+// Reader that turns that default off (SET default_transaction_read_only =
+// off, SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE) holds for
+// the rest of its own call only: the session is closed before another
+// read takes it (on PostgreSQL 14 and later, which report the change).
 //
 // Each read goes round-robin to a replica that is usable and fresh
 // enough, those in the client's zone first.

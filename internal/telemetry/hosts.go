@@ -50,6 +50,7 @@ const (
 	ClosedSilentHost       CloseReason = "silent_host"       // the host stopped answering: its sockets were cut
 	ClosedFallbackLifetime CloseReason = "fallback_lifetime" // a fallback host's connections lived fallback_lifetime
 	ClosedRemoved          CloseReason = "removed"           // the host left the topology
+	ClosedReadWrite        CloseReason = "read_write"        // a Reader session whose read-only default the application turned off
 )
 
 // Closed counts n connections of host s closed for reason.

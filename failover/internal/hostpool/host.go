@@ -163,7 +163,7 @@ func (s *Set) NewHost(host string, port uint16, cfg *pgxpool.Config) (*Host, err
 		return nil, err
 	}
 	h.Reads, err = s.buildPool(h, readCfg, hosthealth.TargetAny, telemetry.PurposeReads, func(conn *pgx.Conn) bool {
-		return s.StillOpen(h, StateOf(conn.PgConn()))
+		return s.StillOpen(h, StateOf(conn.PgConn())) && s.stillReadOnly(h, conn.PgConn())
 	})
 	if err != nil {
 		h.Calls.Close()
@@ -379,6 +379,21 @@ func (s *Set) Reusable(h *Host, pc *pgconn.PgConn, st *ConnState) bool {
 		// The server's role changed while this connection was open.
 		s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedWrongRole, 1)
 		s.Observe(h, hoststate.Observation{Kind: hoststate.Answered, Role: role, Since: st.since})
+		return false
+	}
+	return true
+}
+
+// stillReadOnly reports whether a Reader session pc of host h still has
+// default_transaction_read_only on, as it logged in: a statement sent
+// through the Reader can turn it off (SET, SET SESSION CHARACTERISTICS),
+// and the session is then closed rather than handed to the next read.
+// PostgreSQL 14 and later report the setting on every change, so this
+// costs no round trip; an older server does not, and its sessions are
+// kept.
+func (s *Set) stillReadOnly(h *Host, pc *pgconn.PgConn) bool {
+	if pc.ParameterStatus("default_transaction_read_only") == "off" {
+		s.cfg.Telemetry.Closed(h.Server, telemetry.ClosedReadWrite, 1)
 		return false
 	}
 	return true
