@@ -33,7 +33,7 @@ type Routes[T any] struct {
 	Health *hosthealth.Snapshot // each host's state, role and rankings
 	Table  *Table[T]
 	// Hosts is what routing needs of each host, by its index in Health.
-	Hosts []Host[T]
+	Hosts []Route[T]
 	// Ranked holds, for each target, the hosts a call may use now, best
 	// first: those Health ranks usable that have a T.
 	Ranked [NumTargets][]*T
@@ -61,8 +61,8 @@ type Routes[T any] struct {
 	epochs map[string]*atomic.Uint32
 }
 
-// Host is what routing needs of one host.
-type Host[T any] struct {
+// Route is what routing needs of one host.
+type Route[T any] struct {
 	Entry *T              // the table's entry for it; nil when it could not be built
 	Tier  hosthealth.Tier // its zone tier for the Pool's target
 	// Fresh is the host's freshness as a replica: zero when unknown (a
@@ -75,11 +75,11 @@ type Host[T any] struct {
 // target is target and whose client is in zone. Outage, the channels and
 // the epochs are the caller's to set.
 func build[T any](health *hosthealth.Snapshot, table *Table[T], fresh map[string]replica.Candidate, target hosthealth.Target, zone string) *Routes[T] {
-	rs := &Routes[T]{Health: health, Table: table, Fresh: fresh, Hosts: make([]Host[T], health.Len())}
+	rs := &Routes[T]{Health: health, Table: table, Fresh: fresh, Hosts: make([]Route[T], health.Len())}
 	for i := range health.Len() {
 		st := health.Host(i)
 		h := table.ByAddr[st.Addr]
-		rs.Hosts[i] = Host[T]{Entry: h, Tier: hosthealth.ZoneTier(target, zone, st.Zone), Fresh: fresh[st.Addr]}
+		rs.Hosts[i] = Route[T]{Entry: h, Tier: hosthealth.ZoneTier(target, zone, st.Zone), Fresh: fresh[st.Addr]}
 		if h == nil || table.NoReads[st.Addr] || st.StateFor(hosthealth.TargetReplica) == hosthealth.TopologyReject {
 			continue
 		}
@@ -105,7 +105,7 @@ func build[T any](health *hosthealth.Snapshot, table *Table[T], fresh map[string
 }
 
 // Lookup returns the index and route of the host at addr.
-func (rs *Routes[T]) Lookup(addr string) (int, *Host[T], bool) {
+func (rs *Routes[T]) Lookup(addr string) (int, *Route[T], bool) {
 	i, ok := rs.Health.Lookup(addr)
 	if !ok {
 		return 0, nil, false

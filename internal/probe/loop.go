@@ -7,9 +7,9 @@ import (
 	"github.com/pgfailover/pgfailover/internal/clock"
 )
 
-// Host is what a probe loop needs of the Pool for one host. Its methods
+// Subject is what a probe loop needs of the Pool for one host. Its methods
 // are called from the loop's goroutine only.
-type Host interface {
+type Subject interface {
 	// Wake returns the channel the first call to wait for a usable host
 	// closes. The loop reads it before Wait, so that a first waiter that
 	// arrives in between closes this very channel.
@@ -38,10 +38,10 @@ type Loop struct {
 	// Hint receives when a topology source names the host the new
 	// primary: the host is then probed at once (Schedule.Hinted).
 	Hint <-chan struct{}
-	// Nudge receives when the Pool starts using the host (Host.InUse):
+	// Nudge receives when the Pool starts using the host (Subject.InUse):
 	// the loop computes its next probe again.
 	Nudge <-chan struct{}
-	Host  Host
+	Host  Subject
 }
 
 // Run runs the loop: every Schedule.Idle while no call waits, faster while

@@ -176,7 +176,7 @@ type State struct {
 	// Began is when the last probe was sent.
 	Began time.Time
 	// Dormant says that the Pool does not use the host (see
-	// Host.InUse): it is probed dormantFactor times less often while no
+	// Subject.InUse): it is probed dormantFactor times less often while no
 	// call waits.
 	Dormant bool
 }
