@@ -27,8 +27,8 @@ type Subject interface {
 	InUse() bool
 	// Probe runs one probe under plan and records what it found; waiting
 	// says whether calls wait for a usable host as it begins. It returns
-	// what the probe came to (OutcomeOf its error, or Lagging).
-	Probe(ctx context.Context, plan Plan, waiting bool) Outcome
+	// what the probe came to (FindingOf its error, or Lagging).
+	Probe(ctx context.Context, plan Plan, waiting bool) Finding
 }
 
 // Loop probes one host on a Schedule until its context ends.

@@ -60,14 +60,14 @@ func (h *loopHost) Wait() Wait {
 func (h *loopHost) ClaimedPrimary() bool { return false }
 func (h *loopHost) Watchable() bool      { return false }
 func (h *loopHost) InUse() bool          { return true }
-func (h *loopHost) Probe(ctx context.Context, _ Plan, _ bool) Outcome {
+func (h *loopHost) Probe(ctx context.Context, _ Plan, _ bool) Finding {
 	answer := make(chan error)
 	select {
 	case h.probes <- answer:
 	case <-ctx.Done():
-		return OutcomeOf(ctx.Err())
+		return FindingOf(ctx.Err())
 	}
-	return OutcomeOf(<-answer)
+	return FindingOf(<-answer)
 }
 
 // TestLoop drives a probe loop on a fake clock: it probes every Idle,

@@ -109,13 +109,13 @@ const (
 	dormantFactor = 10
 )
 
-// Outcome is what a host's last probe came to, as the schedule sees
+// Finding is what a host's last probe came to, as the schedule sees
 // it.
-type Outcome int
+type Finding int
 
 const (
 	// Answered: the server answered (or the host was not probed yet).
-	Answered Outcome = iota
+	Answered Finding = iota
 	// Failed: the host could not be reached, or the connection broke.
 	Failed
 	// Refused: the server refused the credentials or the database.
@@ -129,7 +129,7 @@ const (
 )
 
 // String returns the outcome's name.
-func (o Outcome) String() string {
+func (o Finding) String() string {
 	switch o {
 	case Answered:
 		return "answered"
@@ -142,12 +142,12 @@ func (o Outcome) String() string {
 	case Lagging:
 		return "lagging"
 	}
-	return "Outcome(?)"
+	return "Finding(?)"
 }
 
-// OutcomeOf sorts a probe's error into an Outcome: Answered, Refused,
+// FindingOf sorts a probe's error into a Finding: Answered, Refused,
 // Busy or Failed. Whether an answer is Lagging is the caller's to say.
-func OutcomeOf(err error) Outcome {
+func FindingOf(err error) Finding {
 	if err == nil {
 		return Answered
 	}
@@ -162,7 +162,7 @@ func OutcomeOf(err error) Outcome {
 
 // State is what the schedule keeps of one host between probes.
 type State struct {
-	Outcome  Outcome   // of the last probe
+	Found    Finding   // of the last probe
 	Failures int       // consecutive failed probes, up to the last
 	Last     time.Time // when the last probe ended; zero before the first
 	RetryAt  time.Time // with Failed or Busy: when the host's backoff ends
@@ -191,8 +191,8 @@ type Wait struct {
 // whether calls waited as it began. A probe sent on a fresh connection
 // (Plan.Fresh) is observed with st.FreshAt cleared, so that the next one
 // is drawn from now.
-func (s Schedule) Observe(st State, o Outcome, w Wait, now time.Time) State {
-	st.Outcome, st.Last, st.RetryAt, st.HintPending = o, now, time.Time{}, false
+func (s Schedule) Observe(st State, o Finding, w Wait, now time.Time) State {
+	st.Found, st.Last, st.RetryAt, st.HintPending = o, now, time.Time{}, false
 	if o == Lagging && s.Recheck > 0 {
 		if st.FreshAt.IsZero() {
 			st.FreshAt = now.Add(s.jitter(s.recheckInterval(w, now)))
@@ -228,7 +228,7 @@ func (s Schedule) recheckInterval(w Wait, now time.Time) time.Duration {
 // through the host's name: while calls wait, for a Lagging host whose
 // next fresh connection is due.
 func (s Schedule) Fresh(st State, w Wait, now time.Time) bool {
-	return st.Outcome == Lagging && w.Waiting && !st.FreshAt.IsZero() && !now.Before(st.FreshAt)
+	return st.Found == Lagging && w.Waiting && !st.FreshAt.IsZero() && !now.Before(st.FreshAt)
 }
 
 // backoff is the curve of a host that cannot be reached:
@@ -244,8 +244,8 @@ func (s Schedule) backoff() backoff.Exponential {
 // moves the question forward.
 func (s Schedule) Hinted(st State, now time.Time) State {
 	st.Failures, st.RetryAt, st.HintPending, st.HintAt = 0, time.Time{}, true, now
-	if st.Outcome == Failed || st.Outcome == Busy {
-		st.Outcome = Answered // no backoff left to honour
+	if st.Found == Failed || st.Found == Busy {
+		st.Found = Answered // no backoff left to honour
 	}
 	return st
 }
@@ -259,18 +259,18 @@ func (s Schedule) Next(st State, w Wait, claimedPrimary bool, now time.Time) tim
 	switch {
 	case st.HintPending:
 		return now
-	case st.Outcome == Refused || (!w.Waiting && !following):
+	case st.Found == Refused || (!w.Waiting && !following):
 		if st.Dormant {
 			return st.Last.Add(dormantFactor * s.Idle)
 		}
 		return st.Last.Add(s.Idle)
-	case st.Outcome == Failed || st.Outcome == Busy:
+	case st.Found == Failed || st.Found == Busy:
 		return st.RetryAt
 	case !w.Waiting:
 		return st.Last.Add(s.jitter(min(max(st.Last.Sub(st.HintAt), backoffInitial), s.Idle)))
 	}
 	at := st.Last.Add(s.jitter(s.waitInterval(now.Sub(s.curveStart(st, w, claimedPrimary)))))
-	if st.Outcome == Lagging && !st.FreshAt.IsZero() && st.FreshAt.Before(at) {
+	if st.Found == Lagging && !st.FreshAt.IsZero() && st.FreshAt.Before(at) {
 		return st.FreshAt
 	}
 	return at
@@ -325,12 +325,12 @@ const (
 // recheckInterval, when its next fresh connection is due), and it answers
 // at once when it is no longer. Otherwise the plan is zero and the host is polled.
 func (s Schedule) Watch(st State, w Wait, claimedPrimary, promotable bool, now time.Time) Watch {
-	if !promotable || !w.Waiting || (st.Outcome != Answered && st.Outcome != Lagging) {
+	if !promotable || !w.Waiting || (st.Found != Answered && st.Found != Lagging) {
 		return Watch{}
 	}
 	step := max(Floor, s.waitInterval(now.Sub(s.curveStart(st, w, claimedPrimary)))/watchChecksPerInterval)
 	span := watchSpan
-	if st.Outcome == Lagging && s.Recheck > 0 {
+	if st.Found == Lagging && s.Recheck > 0 {
 		// The watch ends about when the next fresh connection is due.
 		span = min(span, s.recheckInterval(w, now))
 	}
@@ -356,7 +356,7 @@ func (s Schedule) waitInterval(waited time.Duration) time.Duration {
 // waiter woke its loop at now: at once, unless the host is inside its own
 // backoff.
 func (s Schedule) Woken(st State, now time.Time) time.Time {
-	if st.Outcome == Failed && st.RetryAt.After(now) {
+	if st.Found == Failed && st.RetryAt.After(now) {
 		return st.RetryAt
 	}
 	return now

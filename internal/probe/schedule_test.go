@@ -28,7 +28,7 @@ const ms = time.Millisecond
 func TestProbeScheduleNext(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	waitFor := func(d time.Duration) Wait { return Wait{Waiting: true, Since: t0.Add(-d)} }
-	answered := State{Outcome: Answered, Last: t0}
+	answered := State{Found: Answered, Last: t0}
 	tests := []struct {
 		name     string
 		st       State
@@ -38,8 +38,8 @@ func TestProbeScheduleNext(t *testing.T) {
 	}{
 		{"no one waits", answered, Wait{}, false, time.Second, time.Second},
 		{"no one waits, claimed primary", answered, Wait{}, true, time.Second, time.Second},
-		{"no one waits, dormant", State{Outcome: Answered, Last: t0, Dormant: true}, Wait{}, false, 10 * time.Second, 10 * time.Second},
-		{"dormant, calls wait: the wait's curve", State{Outcome: Answered, Last: t0, Dormant: true}, waitFor(100 * ms), false, 5 * ms, 10 * ms},
+		{"no one waits, dormant", State{Found: Answered, Last: t0, Dormant: true}, Wait{}, false, 10 * time.Second, 10 * time.Second},
+		{"dormant, calls wait: the wait's curve", State{Found: Answered, Last: t0, Dormant: true}, waitFor(100 * ms), false, 5 * ms, 10 * ms},
 		{"wait starts", answered, waitFor(0), false, 2 * ms, 2 * ms},
 		{"waited 10ms: the floor", answered, waitFor(10 * ms), false, 2 * ms, 2 * ms},
 		{"waited 30ms", answered, waitFor(30 * ms), false, 2 * ms, 3 * ms},
@@ -55,15 +55,15 @@ func TestProbeScheduleNext(t *testing.T) {
 		{"no one waits, hinted 100ms ago: the time since the hint", hintedAgo(answered, 100*ms), Wait{}, true, 50 * ms, 100 * ms},
 		{"no one waits, hinted 1s ago: idle again", hintedAgo(answered, time.Second), Wait{}, true, time.Second, time.Second},
 		{"no one waits, hinted 100ms ago, the claim withdrawn: idle", hintedAgo(answered, 100*ms), Wait{}, false, time.Second, time.Second},
-		{"failed, no one waits, hinted 100ms ago: its backoff", hintedAgo(State{Outcome: Failed, Failures: 2, Last: t0, RetryAt: t0.Add(7 * ms)}, 100*ms), Wait{}, true, 7 * ms, 7 * ms},
-		{"hint pending: at once", State{Outcome: Answered, Last: t0.Add(-ms), HintPending: true}, Wait{}, true, 0, 0},
-		{"hint pending, calls wait: at once", State{Outcome: Answered, Last: t0.Add(-ms), HintPending: true}, waitFor(time.Second), true, 0, 0},
-		{"failed, no one waits", State{Outcome: Failed, Failures: 1, Last: t0, RetryAt: t0.Add(5 * ms)}, Wait{}, false, time.Second, time.Second},
-		{"failed, calls wait: its backoff", State{Outcome: Failed, Failures: 3, Last: t0, RetryAt: t0.Add(17 * ms)}, waitFor(time.Second), false, 17 * ms, 17 * ms},
-		{"failed, claimed primary: still its backoff", State{Outcome: Failed, Failures: 3, Last: t0, RetryAt: t0.Add(17 * ms)}, waitFor(time.Second), true, 17 * ms, 17 * ms},
-		{"failed, hint pending: at once", State{Outcome: Failed, Failures: 3, Last: t0, RetryAt: t0.Add(17 * ms), HintPending: true}, waitFor(time.Second), true, 0, 0},
-		{"credentials refused, calls wait: never fast", State{Outcome: Refused, Last: t0}, waitFor(0), false, time.Second, time.Second},
-		{"credentials refused, claimed primary", State{Outcome: Refused, Last: t0}, waitFor(0), true, time.Second, time.Second},
+		{"failed, no one waits, hinted 100ms ago: its backoff", hintedAgo(State{Found: Failed, Failures: 2, Last: t0, RetryAt: t0.Add(7 * ms)}, 100*ms), Wait{}, true, 7 * ms, 7 * ms},
+		{"hint pending: at once", State{Found: Answered, Last: t0.Add(-ms), HintPending: true}, Wait{}, true, 0, 0},
+		{"hint pending, calls wait: at once", State{Found: Answered, Last: t0.Add(-ms), HintPending: true}, waitFor(time.Second), true, 0, 0},
+		{"failed, no one waits", State{Found: Failed, Failures: 1, Last: t0, RetryAt: t0.Add(5 * ms)}, Wait{}, false, time.Second, time.Second},
+		{"failed, calls wait: its backoff", State{Found: Failed, Failures: 3, Last: t0, RetryAt: t0.Add(17 * ms)}, waitFor(time.Second), false, 17 * ms, 17 * ms},
+		{"failed, claimed primary: still its backoff", State{Found: Failed, Failures: 3, Last: t0, RetryAt: t0.Add(17 * ms)}, waitFor(time.Second), true, 17 * ms, 17 * ms},
+		{"failed, hint pending: at once", State{Found: Failed, Failures: 3, Last: t0, RetryAt: t0.Add(17 * ms), HintPending: true}, waitFor(time.Second), true, 0, 0},
+		{"credentials refused, calls wait: never fast", State{Found: Refused, Last: t0}, waitFor(0), false, time.Second, time.Second},
+		{"credentials refused, claimed primary", State{Found: Refused, Last: t0}, waitFor(0), true, time.Second, time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,15 +84,15 @@ func TestProbeScheduleNext(t *testing.T) {
 func TestProbeScheduleObserve(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	failed := func(n int) State {
-		return State{Outcome: Failed, Failures: n, Last: t0.Add(-time.Second)}
+		return State{Found: Failed, Failures: n, Last: t0.Add(-time.Second)}
 	}
 	tests := []struct {
 		name         string
 		st           State
-		o            Outcome
+		o            Finding
 		failures     int
 		backoff      [2]time.Duration // retryAt − t0 with the lowest and the highest draw; 0 when none
-		outcomeAfter Outcome
+		outcomeAfter Finding
 	}{
 		{"first failure", State{}, Failed, 1, [2]time.Duration{2500 * time.Microsecond, 5 * ms}, Failed},
 		{"second failure", failed(1), Failed, 2, [2]time.Duration{5 * ms, 10 * ms}, Failed},
@@ -106,7 +106,7 @@ func TestProbeScheduleObserve(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			for i, rand := range []func(int64) int64{drawLow, drawHigh} {
 				st := defaultSchedule(rand).Observe(tt.st, tt.o, Wait{}, t0)
-				if st.Outcome != tt.outcomeAfter || st.Failures != tt.failures || !st.Last.Equal(t0) {
+				if st.Found != tt.outcomeAfter || st.Failures != tt.failures || !st.Last.Equal(t0) {
 					t.Errorf("observe = %+v, want outcome %v, %d failures, last t0", st, tt.outcomeAfter, tt.failures)
 				}
 				got := time.Duration(0)
@@ -136,7 +136,7 @@ func TestProbeScheduleShortIdleInterval(t *testing.T) {
 	}
 }
 
-func failedState(n int) State { return State{Outcome: Failed, Failures: n} }
+func failedState(n int) State { return State{Found: Failed, Failures: n} }
 
 // hintedAgo returns st with a hint that came ago before its last probe
 // (which the hint made at once).
@@ -155,11 +155,11 @@ func TestProbeScheduleWoken(t *testing.T) {
 		st   State
 		want time.Duration
 	}{
-		{"answered", State{Outcome: Answered, Last: t0.Add(-time.Second)}, 0},
-		{"credentials refused", State{Outcome: Refused, Last: t0.Add(-time.Second)}, 0},
-		{"failed, backoff over", State{Outcome: Failed, Failures: 8, RetryAt: t0.Add(-ms)}, 0},
-		{"failed, backoff ends at once", State{Outcome: Failed, Failures: 8, RetryAt: t0}, 0},
-		{"failed, inside its backoff", State{Outcome: Failed, Failures: 8, RetryAt: t0.Add(300 * ms)}, 300 * ms},
+		{"answered", State{Found: Answered, Last: t0.Add(-time.Second)}, 0},
+		{"credentials refused", State{Found: Refused, Last: t0.Add(-time.Second)}, 0},
+		{"failed, backoff over", State{Found: Failed, Failures: 8, RetryAt: t0.Add(-ms)}, 0},
+		{"failed, backoff ends at once", State{Found: Failed, Failures: 8, RetryAt: t0}, 0},
+		{"failed, inside its backoff", State{Found: Failed, Failures: 8, RetryAt: t0.Add(300 * ms)}, 300 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,7 +173,7 @@ func TestProbeScheduleWoken(t *testing.T) {
 func TestProbeOutcomeOf(t *testing.T) {
 	tests := []struct {
 		err  error
-		want Outcome
+		want Finding
 	}{
 		{nil, Answered},
 		{syscall.ECONNREFUSED, Failed},
@@ -185,8 +185,8 @@ func TestProbeOutcomeOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.err), func(t *testing.T) {
-			if got := OutcomeOf(tt.err); got != tt.want {
-				t.Errorf("OutcomeOf(%v) = %v, want %v", tt.err, got, tt.want)
+			if got := FindingOf(tt.err); got != tt.want {
+				t.Errorf("FindingOf(%v) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
 	}
@@ -324,7 +324,7 @@ func TestProbeScheduleWatch(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	s := defaultSchedule(drawHigh)
 	waitFor := func(d time.Duration) Wait { return Wait{Waiting: true, Since: t0.Add(-d)} }
-	answered := State{Outcome: Answered, Last: t0}
+	answered := State{Found: Answered, Last: t0}
 	tests := []struct {
 		name       string
 		st         State
@@ -335,8 +335,8 @@ func TestProbeScheduleWatch(t *testing.T) {
 	}{
 		{"no one waits", answered, Wait{}, false, true, Watch{}},
 		{"not promotable", answered, waitFor(time.Second), false, false, Watch{}},
-		{"its last probe failed", State{Outcome: Failed, Last: t0}, waitFor(time.Second), false, true, Watch{}},
-		{"credentials refused", State{Outcome: Refused, Last: t0}, waitFor(time.Second), false, true, Watch{}},
+		{"its last probe failed", State{Found: Failed, Last: t0}, waitFor(time.Second), false, true, Watch{}},
+		{"credentials refused", State{Found: Refused, Last: t0}, waitFor(time.Second), false, true, Watch{}},
 		{"wait starts: the floor", answered, waitFor(0), false, true, Watch{Step: 2 * ms, Checks: 100}},
 		{"waited 100ms: half of 10ms", answered, waitFor(100 * ms), false, true, Watch{Step: 5 * ms, Checks: 40}},
 		{"waited 3s: half of the cap", answered, waitFor(3 * time.Second), false, true, Watch{Step: 25 * ms, Checks: 8}},
@@ -355,11 +355,11 @@ func TestProbeScheduleWatch(t *testing.T) {
 	if got := plan.Length(); got != 200*ms {
 		t.Errorf("length of %+v = %v, want 200ms", plan, got)
 	}
-	full := State{Outcome: Answered, Began: t0, Last: t0.Add(200 * ms)}
+	full := State{Found: Answered, Began: t0, Last: t0.Add(200 * ms)}
 	if got := s.AfterWatch(full, plan); got.After(full.Last) {
 		t.Errorf("after a watch that ran its length: %v after it answered, want at once", got.Sub(full.Last))
 	}
-	early := State{Outcome: Answered, Began: t0, Last: t0.Add(ms)}
+	early := State{Found: Answered, Began: t0, Last: t0.Add(ms)}
 	if got := s.AfterWatch(early, plan).Sub(t0); got != plan.Step {
 		t.Errorf("after a watch that answered within a Step: %v after it was sent, want one step, %v", got, plan.Step)
 	}
@@ -422,25 +422,25 @@ func TestProbeScheduleRecheck(t *testing.T) {
 	if st := off.Observe(State{}, Lagging, w, t0); off.Fresh(st, w, t0.Add(time.Hour)) {
 		t.Error("a fresh connection with Recheck 0")
 	}
-	if plan := off.Watch(State{Outcome: Lagging}, w, false, true, t0); plan.Length() < watchSpan-plan.Step {
+	if plan := off.Watch(State{Found: Lagging}, w, false, true, t0); plan.Length() < watchSpan-plan.Step {
 		t.Errorf("watch of a lagging host with Recheck 0 = %v, want about %v", plan.Length(), watchSpan)
 	}
 	// Polled on the wait's curve, but never later than the fresh connection.
-	if got := s.Next(State{Outcome: Lagging, Last: t0, FreshAt: t0.Add(10 * ms)}, w, false, t0).Sub(t0); got != 10*ms {
+	if got := s.Next(State{Found: Lagging, Last: t0, FreshAt: t0.Add(10 * ms)}, w, false, t0).Sub(t0); got != 10*ms {
 		t.Errorf("next = t0+%v, want the fresh connection at t0+10ms", got)
 	}
 	// The watch lasts one follow interval, not watchSpan.
 	if plan := s.Watch(st, w, false, true, t0); plan.Length() > 80*ms || plan.Checks < 1 {
 		t.Errorf("watch of a lagging host = %+v (%v), want at most 80ms", plan, plan.Length())
 	}
-	if plan := s.Watch(State{Outcome: Answered}, w, false, true, t0); plan.Length() < watchSpan-plan.Step {
+	if plan := s.Watch(State{Found: Answered}, w, false, true, t0); plan.Length() < watchSpan-plan.Step {
 		t.Errorf("watch of a standby = %v, want about %v", plan.Length(), watchSpan)
 	}
 
 	// Backoffs after many failures, at the high end of the jitter.
 	for _, tc := range []struct {
 		name string
-		o    Outcome
+		o    Finding
 		w    Wait
 		want time.Duration
 	}{
@@ -448,7 +448,7 @@ func TestProbeScheduleRecheck(t *testing.T) {
 		{"dead host, calls wait", Failed, w, waitBackoffMax},
 		{"busy server, calls wait", Busy, w, backoffMax},
 	} {
-		st := s.Observe(State{Outcome: tc.o, Failures: 20}, tc.o, tc.w, t0)
+		st := s.Observe(State{Found: tc.o, Failures: 20}, tc.o, tc.w, t0)
 		if got := st.RetryAt.Sub(t0); got != tc.want {
 			t.Errorf("%s: backoff %v, want %v", tc.name, got, tc.want)
 		}

@@ -119,7 +119,7 @@ func (ph probeHost) InUse() bool           { return ph.s.inUse(ph.h) }
 // Probe runs one probe of the host and records it. While calls wait for a
 // primary, connections are readied on the likeliest standby first
 // (standby.go).
-func (ph probeHost) Probe(ctx context.Context, plan probe.Plan, waiting bool) probe.Outcome {
+func (ph probeHost) Probe(ctx context.Context, plan probe.Plan, waiting bool) probe.Finding {
 	s, h := ph.s, ph.h
 	if waiting {
 		s.readyForPromotion()
@@ -134,8 +134,8 @@ func (ph probeHost) Probe(ctx context.Context, plan probe.Plan, waiting bool) pr
 // answer from a standby that streams WAL from a primary, while the Set's
 // target needs a primary, is Lagging: a primary lives elsewhere, and the
 // host's name (an endpoint, a Service, a DNS name) may lag behind it.
-func (s *Set) outcome(r probe.Result) probe.Outcome {
-	o := probe.OutcomeOf(r.Err)
+func (s *Set) outcome(r probe.Result) probe.Finding {
+	o := probe.FindingOf(r.Err)
 	if o == probe.Answered && s.awaitsPromotion() && r.Role == hosthealth.RoleReplica && r.Receiving {
 		return probe.Lagging
 	}
