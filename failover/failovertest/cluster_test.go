@@ -127,6 +127,20 @@ func TestStartDefaults(t *testing.T) {
 	if strings.Contains(c.ConnString(""), "sslmode=require") {
 		t.Error("ConnString asks for TLS without the TLS option")
 	}
+	// Each server's log is there to read, its end first.
+	for _, n := range nodes {
+		log := n.LogTail(64 << 10)
+		if !strings.Contains(log, "database system is ready to accept") {
+			t.Errorf("%s: its log does not say it was ready:\n%s", n, log)
+		}
+		// The server may log more meanwhile: the short tail is read first.
+		if tail := n.LogTail(40); len(tail) > 40 || !strings.Contains(n.LogTail(64<<10), tail) {
+			t.Errorf("%s: LogTail(40) = %q, not from the end of the log", n, tail)
+		}
+		if tail := n.LogTail(0); tail != "" {
+			t.Errorf("%s: LogTail(0) = %q, want nothing", n, tail)
+		}
+	}
 }
 
 // TestOptions: every option reaches the servers.

@@ -136,16 +136,23 @@ func StartPatroni(t testing.TB, opts PatroniOptions) *PatroniCluster {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, m := range pc.members {
-				t.Logf("--- tail of %s log (%s) ---\n%s", m.name, m.logPath, m.LogTail(6000))
-			}
-			t.Logf("--- tail of etcd log ---\n%s", fileTail(pc.etcd.logPath, 2000, ""))
+			pc.LogTails(t)
 		}
 		if err := pc.Close(); err != nil {
 			t.Error(err)
 		}
 	})
 	return pc
+}
+
+// LogTails writes the end of every member's log, and of etcd's, to t's
+// log: what StartPatroni's cleanup shows when the test has failed.
+func (pc *PatroniCluster) LogTails(t testing.TB) {
+	t.Helper()
+	for _, m := range pc.members {
+		t.Logf("--- tail of %s log (%s) ---\n%s", m.name, m.logPath, m.LogTail(6000))
+	}
+	t.Logf("--- tail of etcd log ---\n%s", fileTail(pc.etcd.logPath, 2000, ""))
 }
 
 // lookPatroni returns the paths of patroni, patronictl and etcd in PATH.
