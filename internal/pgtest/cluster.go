@@ -170,7 +170,7 @@ func normalize(o *Options) error {
 	return nil
 }
 
-func (c *Cluster) setup(ctx context.Context, tmpl string) error {
+func (c *Cluster) setup(ctx context.Context, tmpl *template) error {
 	if err := os.Chmod(c.base, 0o755); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
@@ -184,7 +184,7 @@ func (c *Cluster) setup(ctx context.Context, tmpl string) error {
 
 	// The primary: a copy of the template.
 	p := c.nodes[0]
-	if err := copyTree(c.bins, tmpl, p.dataDir, nil); err != nil {
+	if err := tmpl.writeTo(c.bins, p.dataDir); err != nil {
 		return fmt.Errorf("pgtest: %s: copy template: %w", p.name, err)
 	}
 	if err := p.writeConf(); err != nil {

@@ -37,7 +37,8 @@
 //
 // The harness needs postgres and initdb; pg_basebackup and pg_rewind are
 // used when they are in the same directory. initdb runs once per test
-// process into a template that every cluster copies. Replicas are made
+// process into a template, held in memory (so that none is left on disk
+// however the process ends), that every cluster copies. Replicas are made
 // with pg_basebackup, or without it by copying the primary's data
 // directory between pg_backup_start and pg_backup_stop (pg_start_backup and
 // pg_stop_backup before PostgreSQL 15) the way pg_basebackup does: without

@@ -108,7 +108,8 @@ func normalizePatroni(o *PatroniOptions) error {
 type PatroniCluster struct {
 	opts       PatroniOptions
 	bins       *binaries
-	template   string // initdb template data directory, see templateFor
+	tmpl       *template
+	template   string // a copy of tmpl in the cluster's directory, for Patroni's bootstrap
 	patroni    string // path of the patroni program
 	patronictl string // path of the patronictl program
 	base       string
@@ -213,7 +214,8 @@ func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, erro
 	pc := &PatroniCluster{
 		opts:       opts,
 		bins:       bins,
-		template:   tmpl,
+		tmpl:       tmpl,
+		template:   filepath.Join(base, "template"),
 		patroni:    progs["patroni"],
 		patronictl: progs["patronictl"],
 		base:       base,
@@ -232,6 +234,10 @@ func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, erro
 func (pc *PatroniCluster) setup(ctx context.Context, etcdBin string) error {
 	if err := os.Chmod(pc.base, 0o755); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
+	}
+	// The first leader's bootstrap copies it; Close removes it with the rest.
+	if err := pc.tmpl.writeTo(pc.bins, pc.template); err != nil {
+		return fmt.Errorf("pgtest: writing the template for Patroni: %w", err)
 	}
 	cport, err := reservePort()
 	if err != nil {

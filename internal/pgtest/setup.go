@@ -1,7 +1,6 @@
 package pgtest
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/rand"
@@ -26,11 +25,6 @@ import (
 // Process-wide state. None of it is meant to be replaced by tests; it exists
 // because initdb and port allocation are shared by every cluster of a process.
 var (
-	// templateMu guards templates; it is held while initdb runs so that
-	// concurrent first clusters wait for one initdb instead of racing.
-	templateMu sync.Mutex
-	templates  = map[string]string{} // binaries dir -> template data dir
-
 	// binariesMu guards found. No I/O while held.
 	binariesMu sync.Mutex
 	found      = map[string]*binaries{} // Options.BinDir -> what it resolved to
@@ -47,62 +41,6 @@ var (
 // os.TempDir(); the owning process id follows, so leftovers of a process
 // that died without Close can be recognised and removed.
 const dirPrefix = "pgtest-"
-
-// templateFor returns a freshly initdb'ed data directory for b, creating it
-// on first use in this process. Clusters copy it instead of running initdb.
-// The template lives until the process ends (the next process removes it).
-func templateFor(ctx context.Context, b *binaries) (string, error) {
-	templateMu.Lock()
-	defer templateMu.Unlock()
-	if dir, ok := templates[b.dir]; ok {
-		return dir, nil
-	}
-	sweepOnce.Do(sweepStale)
-	root, err := os.MkdirTemp(os.TempDir(), fmt.Sprintf("%s%d-template-", dirPrefix, os.Getpid()))
-	if err != nil {
-		return "", fmt.Errorf("pgtest: template dir: %w", err)
-	}
-	data, err := makeTemplate(ctx, b, root)
-	if err != nil {
-		_ = os.RemoveAll(root)
-		return "", err
-	}
-	templates[b.dir] = data
-	return data, nil
-}
-
-func makeTemplate(ctx context.Context, b *binaries, root string) (string, error) {
-	if err := os.Chmod(root, 0o755); err != nil {
-		return "", err
-	}
-	data := filepath.Join(root, "data")
-	if err := b.mkdirOwned(data, 0o700); err != nil {
-		return "", err
-	}
-	if _, err := b.run(ctx, root, "initdb", "-D", data, "-U", "postgres",
-		"-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"); err != nil {
-		return "", fmt.Errorf("pgtest: initdb: %w", err)
-	}
-	hba := "# Written by pgtest.\n" +
-		"local all all trust\n" +
-		"local replication all trust\n" +
-		"host replication all 127.0.0.1/32 trust\n" +
-		"host all all 127.0.0.1/32 scram-sha-256\n"
-	if err := b.writeOwned(filepath.Join(data, "pg_hba.conf"), []byte(hba)); err != nil {
-		return "", err
-	}
-	// Node-specific settings go to pgtest.conf, rewritten for every node.
-	// ALTER SYSTEM (postgresql.auto.conf) still overrides them.
-	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return "", err
-	}
-	_, err = io.WriteString(f, "\n# Node settings written by pgtest.\ninclude_if_exists = 'pgtest.conf'\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return data, err
-}
 
 // copyTree copies the data directory src to dst (which must not exist),
 // keeping modes and giving everything to the server user. Paths (relative
