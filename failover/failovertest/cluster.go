@@ -65,11 +65,23 @@ func newOptions(opts []Option) options {
 // default is one; zero gives a lone primary.
 func Replicas(n int) Option { return func(o *options) { o.pg.Replicas = n } }
 
-// SyncReplication makes every server, a promoted replica too, wait for one
-// synchronous standby before it acknowledges a commit
-// (synchronous_standby_names = 'ANY 1 (*)'), so that promoting the standby
-// that received the most WAL loses no acknowledged write. It needs at
-// least one replica.
+// SyncReplication makes the primary wait, before it acknowledges a commit,
+// until one of the standbys that follow it has the commit
+// (synchronous_commit = on, synchronous_standby_names = 'ANY 1 (node1,
+// node2)'), so that promoting the standby that received the most WAL loses
+// no acknowledged write. It needs at least one replica.
+//
+// The harness keeps the list as a failover manager does (Patroni's
+// synchronous_mode): Failover, Promote and Switchover give the new primary
+// the standbys that follow it as its synchronous standbys, from the moment
+// it leaves recovery; when none is left (Replicas(1) after a Failover), its
+// list is empty and it takes commits without waiting, which a second
+// failover before a standby is back would lose. Rejoin, and Switchover for
+// the old primary, add a node back once it streams, and commits wait for a
+// standby again. A standby that is down (Node.Crash, Node.Stop) stays on
+// the list: with no other, commits wait until it is back. Standbys have an
+// empty list. Setting("synchronous_standby_names", ...) or ALTER SYSTEM
+// override all of this.
 func SyncReplication() Option { return func(o *options) { o.pg.SyncReplication = true } }
 
 // Zones gives node i the server setting pgfailover.zone = zones[i], which

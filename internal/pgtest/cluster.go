@@ -23,9 +23,13 @@ const DefaultPassword = "pgtest-secret"
 type Options struct {
 	// Replicas is the number of streaming replicas next to the primary.
 	Replicas int
-	// SyncReplication makes every server (so also a promoted replica)
-	// require one synchronous standby: synchronous_standby_names =
-	// 'ANY 1 (*)', synchronous_commit = on. It needs Replicas >= 1.
+	// SyncReplication makes the primary wait, before it acknowledges a
+	// commit, for one of the standbys that follow it (synchronous_commit
+	// = on, synchronous_standby_names = 'ANY 1 (node1, node2)'), as a
+	// failover manager keeps it: the drills that promote a standby give
+	// it the standbys that will follow it, none (so that it keeps taking
+	// commits) when no standby is left, and Rejoin adds a node back once
+	// it streams. See syncrep.go. It needs Replicas >= 1.
 	SyncReplication bool
 	// Settings are extra server settings for every server, written to the
 	// configuration file (so ALTER SYSTEM can still override them).
@@ -56,7 +60,8 @@ type Cluster struct {
 	nodes []*Node
 	tls   *serverTLS // nil unless opts.TLS
 
-	// mu guards primary. No I/O while held.
+	// mu guards primary and the nodes' follows and syncNames. No I/O
+	// while held.
 	mu      sync.Mutex
 	primary *Node
 
@@ -182,8 +187,12 @@ func (c *Cluster) setup(ctx context.Context, tmpl *template) error {
 		c.nodes = append(c.nodes, n)
 	}
 
-	// The primary: a copy of the template.
+	// The primary: a copy of the template. Its synchronous standbys are
+	// the replicas to come.
 	p := c.nodes[0]
+	for _, r := range c.nodes[1:] {
+		c.setFollows(r, p)
+	}
 	if err := tmpl.writeTo(c.bins, p.dataDir); err != nil {
 		return fmt.Errorf("pgtest: %s: copy template: %w", p.name, err)
 	}
@@ -300,7 +309,11 @@ func (n *Node) writeConf() error {
 		"cluster_name":                n.name,
 	}
 	if n.c.opts.SyncReplication {
-		s["synchronous_standby_names"] = "ANY 1 (*)"
+		names := n.c.syncStandbyNames(n)
+		n.c.mu.Lock()
+		n.syncNames = names
+		n.c.mu.Unlock()
+		s["synchronous_standby_names"] = names
 		s["synchronous_commit"] = "on"
 	}
 	if n.zone != "" {
@@ -332,6 +345,7 @@ func (n *Node) primaryConnInfo(p *Node) string {
 
 // configureStandby makes the stopped node n a standby of p.
 func (n *Node) configureStandby(p *Node) error {
+	n.c.setFollows(n, p)
 	if err := n.writeConf(); err != nil {
 		return err
 	}

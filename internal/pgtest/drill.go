@@ -178,8 +178,33 @@ func (c *Cluster) waitSyncStandby(ctx context.Context, p *Node) error {
 
 // Promote promotes the standby n (pg_promote), waits until it accepts
 // writes and makes it the cluster's primary. Promoting the primary only
-// marks it as such.
+// marks it as such. With SyncReplication, n's synchronous standbys are the
+// standbys that follow it, none at first: it takes commits at once, and
+// each standby that Repoint (or FollowAll) points at it is added.
+// PromoteAndFollow does both steps with no such gap.
 func (c *Cluster) Promote(ctx context.Context, n *Node) error {
+	return c.promote(ctx, n, nil)
+}
+
+// PromoteAndFollow promotes the standby n as Promote does and points every
+// other running standby at it as FollowAll does. With SyncReplication,
+// those standbys are n's synchronous standbys from the moment it leaves
+// recovery, so that no commit is acknowledged before one of them has it;
+// with none left, n's commits wait for no standby.
+func (c *Cluster) PromoteAndFollow(ctx context.Context, n *Node) error {
+	followers, err := c.standbysOf(ctx, n, nil)
+	if err != nil {
+		return err
+	}
+	if err := c.promote(ctx, n, followers); err != nil {
+		return err
+	}
+	return c.FollowAll(ctx, n)
+}
+
+// promote promotes n, giving it followers as its synchronous standbys
+// before it leaves recovery (see syncrep.go); the caller points them at n.
+func (c *Cluster) promote(ctx context.Context, n *Node, followers []*Node) error {
 	if !n.Running() {
 		return fmt.Errorf("%w: cannot promote %s", ErrStopped, n.name)
 	}
@@ -188,6 +213,13 @@ func (c *Cluster) Promote(ctx context.Context, n *Node) error {
 		return err
 	}
 	if inRecovery {
+		c.setFollows(n, nil)
+		for _, f := range followers {
+			c.setFollows(f, n)
+		}
+		if err := c.applySync(n); err != nil {
+			return err
+		}
 		var promoted bool
 		if err := n.queryRow(ctx, "SELECT pg_promote(true, 60)", &promoted); err != nil {
 			return n.errorf("promote: %w", err)
@@ -233,6 +265,7 @@ func (c *Cluster) Repoint(ctx context.Context, replica, primary *Node) error {
 	if err := replica.Exec(ctx, sql); err != nil {
 		return err
 	}
+	c.setFollows(replica, primary)
 	if err := replica.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		return err
 	}
@@ -242,10 +275,12 @@ func (c *Cluster) Repoint(ctx context.Context, replica, primary *Node) error {
 	if err := replica.queryRow(ctx, "SELECT pg_is_wal_replay_paused()", &paused); err != nil {
 		return err
 	}
-	if paused {
-		return nil
+	if !paused {
+		if err := c.waitStreaming(ctx, replica, primary); err != nil {
+			return err
+		}
 	}
-	return c.waitStreaming(ctx, replica, primary)
+	return c.applySync(primary)
 }
 
 // Switchover hands the primary role to the standby to: the primary is
@@ -263,10 +298,7 @@ func (c *Cluster) Switchover(ctx context.Context, to *Node) error {
 	if err := old.Stop(ctx, Fast); err != nil {
 		return err
 	}
-	if err := c.Promote(ctx, to); err != nil {
-		return err
-	}
-	if err := c.followAll(ctx, to, old); err != nil {
+	if err := c.promoteFollowed(ctx, to, old); err != nil {
 		return err
 	}
 	return c.Rejoin(ctx, old, to)
@@ -286,7 +318,17 @@ func (c *Cluster) Failover(ctx context.Context, to *Node) error {
 	if err := old.Stop(ctx, Immediate); err != nil {
 		return err
 	}
-	if err := c.Promote(ctx, to); err != nil {
+	return c.promoteFollowed(ctx, to, old)
+}
+
+// promoteFollowed promotes to and points every running standby but old at
+// it, those standbys being its synchronous standbys from the start.
+func (c *Cluster) promoteFollowed(ctx context.Context, to, old *Node) error {
+	followers, err := c.standbysOf(ctx, to, old)
+	if err != nil {
+		return err
+	}
+	if err := c.promote(ctx, to, followers); err != nil {
 		return err
 	}
 	return c.followAll(ctx, to, old)
@@ -309,10 +351,7 @@ func (c *Cluster) FailoverToBest(ctx context.Context, promoteAfter time.Duration
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Promote(ctx, best); err != nil {
-		return nil, err
-	}
-	return best, c.FollowAll(ctx, best)
+	return best, c.promoteFollowed(ctx, best, old)
 }
 
 // BestStandby returns the running standby that has received the most WAL:

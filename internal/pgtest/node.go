@@ -95,6 +95,13 @@ type Node struct {
 	lastPID int      // pid of the most recent postmaster
 
 	rewinds atomic.Int32 // how often this node was rewound (see Rewinds)
+
+	// follows is the node this one streams from as the harness set it up,
+	// nil for a primary; syncNames is the synchronous_standby_names last
+	// written to its pgtest.conf. Both are guarded by c.mu (see
+	// syncrep.go).
+	follows   *Node
+	syncNames string
 }
 
 // process is one run of a postmaster.

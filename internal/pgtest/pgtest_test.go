@@ -489,7 +489,7 @@ func TestSyncReplicationAndSettings(t *testing.T) {
 	if err := p.queryRow(ctx, "SHOW synchronous_standby_names", &names); err != nil {
 		t.Fatal(err)
 	}
-	if state != "quorum" || names != "ANY 1 (*)" {
+	if state != "quorum" || names != "ANY 1 (node1)" {
 		t.Errorf("sync_state %q, synchronous_standby_names %q", state, names)
 	}
 	mustExec(t, ctx, p, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)")
