@@ -71,12 +71,13 @@ func Replicas(n int) Option { return func(o *options) { o.pg.Replicas = n } }
 // node2)'), so that promoting the standby that received the most WAL loses
 // no acknowledged write. It needs at least one replica.
 //
-// The harness keeps the list as a failover manager does (Patroni's
-// synchronous_mode): Failover, Promote and Switchover give the new primary
-// the standbys that follow it as its synchronous standbys, from the moment
-// it leaves recovery; when none is left (Replicas(1) after a Failover), its
-// list is empty and it takes commits without waiting, which a second
-// failover before a standby is back would lose. Rejoin, and Switchover for
+// The harness keeps the list itself, as a failover manager would:
+// Failover, Promote and Switchover give the new primary the standbys that
+// follow it as its synchronous standbys, from the moment it leaves
+// recovery; when none is left (Replicas(1) after a Failover), its list is
+// empty and it takes commits without waiting, as a Patroni leader in
+// synchronous_mode (not strict) does, and a second failover before a
+// standby is back would lose them. Rejoin, and Switchover for
 // the old primary, add a node back once it streams, and commits wait for a
 // standby again. A standby that is down (Node.Crash, Node.Stop) stays on
 // the list: with no other, commits wait until it is back. Standbys have an

@@ -7,11 +7,12 @@ import (
 )
 
 // Synchronous replication across the drills, kept as a failover manager
-// keeps it (Patroni's synchronous_mode): a primary's
+// would keep it: a primary's
 // synchronous_standby_names names the standbys that follow it, "ANY 1
 // (node1, node2)", and is empty when none does, so that a primary left
 // without standbys keeps taking commits instead of waiting for one that
-// will never come. A standby's is empty; the harness sets it when it
+// will never come (as a Patroni leader in synchronous_mode, not strict,
+// does). A standby's is empty; the harness sets it when it
 // promotes the standby. Each node's value is written to its pgtest.conf,
 // so Options.Settings and ALTER SYSTEM still override it.
 //
