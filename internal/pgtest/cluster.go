@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultPassword is the superuser password when Options.Password is empty.
@@ -374,43 +372,6 @@ func (c *Cluster) addReplica(ctx context.Context, r, p *Node) error {
 		return err
 	}
 	return c.waitStreaming(ctx, r, p)
-}
-
-// setPassword gives the postgres role its password. The statement carries a
-// SCRAM verifier, not the password, and does not wait for a synchronous
-// standby (there is none yet).
-func (c *Cluster) setPassword(ctx context.Context, p *Node) error {
-	secret := c.opts.Password
-	if isPrintableASCII(secret) {
-		v, err := scramVerifier(secret)
-		if err != nil {
-			return fmt.Errorf("pgtest: %w", err)
-		}
-		secret = v
-	}
-	// Built by hand: ALTER ROLE takes no parameters.
-	sql := "SET synchronous_commit = local; ALTER ROLE postgres PASSWORD " + sqlLiteral(secret)
-	if err := p.Exec(ctx, sql); err != nil {
-		// Only the SQLSTATE: a syntax error would quote the statement.
-		if ctx.Err() != nil {
-			return p.errorf("setting the password: %w", ctx.Err())
-		}
-		code := "no SQLSTATE"
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-			code = "SQLSTATE " + pgErr.Code
-		}
-		return p.errorf("setting the password failed (%s)", code)
-	}
-	return nil
-}
-
-func isPrintableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // Close stops every server (immediate shutdown, escalating to SIGKILL),

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -618,35 +616,6 @@ func isZombie(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
-}
-
-// ourLeftovers lists the directories of this process (clusters, the
-// initdb template, short socket directories) and processes working in
-// them. Only meaningful while no other test has a cluster.
-func ourLeftovers(t *testing.T) (dirs []string, pids []int) {
-	t.Helper()
-	var prefixes []string
-	for _, dir := range []string{os.TempDir(), "/tmp"} {
-		real, err := filepath.EvalSymlinks(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prefix := filepath.Join(real, fmt.Sprintf("%s%d-", dirPrefix, os.Getpid()))
-		if !slices.Contains(prefixes, prefix) {
-			prefixes = append(prefixes, prefix)
-		}
-	}
-	for _, prefix := range prefixes {
-		matches, _ := filepath.Glob(prefix + "*")
-		dirs = append(dirs, matches...)
-	}
-	for _, pid := range procPIDs() {
-		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		if err == nil && slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(cwd, p) }) {
-			pids = append(pids, pid)
-		}
-	}
-	return dirs, pids
 }
 
 // TestNewCancelled runs alone (not parallel): a New whose context ends

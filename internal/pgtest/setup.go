@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/rand"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Process-wide state. None of it is meant to be replaced by tests; it exists
@@ -309,4 +312,41 @@ func scramVerifier(password string) (string, error) {
 	serverKey := mac(salted, "Server Key")
 	enc := base64.StdEncoding.EncodeToString
 	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(storedKey[:]), enc(serverKey)), nil
+}
+
+// setPassword gives the postgres role its password. The statement carries a
+// SCRAM verifier, not the password, and does not wait for a synchronous
+// standby (there is none yet).
+func (c *Cluster) setPassword(ctx context.Context, p *Node) error {
+	secret := c.opts.Password
+	if isPrintableASCII(secret) {
+		v, err := scramVerifier(secret)
+		if err != nil {
+			return fmt.Errorf("pgtest: %w", err)
+		}
+		secret = v
+	}
+	// Built by hand: ALTER ROLE takes no parameters.
+	sql := "SET synchronous_commit = local; ALTER ROLE postgres PASSWORD " + sqlLiteral(secret)
+	if err := p.Exec(ctx, sql); err != nil {
+		// Only the SQLSTATE: a syntax error would quote the statement.
+		if ctx.Err() != nil {
+			return p.errorf("setting the password: %w", ctx.Err())
+		}
+		code := "no SQLSTATE"
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+			code = "SQLSTATE " + pgErr.Code
+		}
+		return p.errorf("setting the password failed (%s)", code)
+	}
+	return nil
+}
+
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
