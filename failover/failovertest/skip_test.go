@@ -2,6 +2,9 @@ package failovertest_test
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -96,5 +99,32 @@ func TestSkipUnavailable(t *testing.T) {
 	o := startIn(t, startPatroni(failovertest.SkipUnavailable()))
 	if !strings.Contains(o.skipped, "Patroni or etcd not found") || o.failed != "" {
 		t.Errorf("without Patroni: skipped with %q, failed with %q; want it skipped", o.skipped, o.failed)
+	}
+}
+
+// TestProjectNeverSkips: the project's own tests fail when their servers
+// are missing; none but this file's asks to be skipped instead.
+func TestProjectNeverSkips(t *testing.T) {
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "vendor" || strings.HasPrefix(d.Name(), ".")) && path != "../.." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || filepath.Base(path) == "skip_test.go" {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(src), "failovertest.SkipUnavailable()") {
+			t.Errorf("%s asks to skip when servers are missing; the project's tests must fail instead", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
