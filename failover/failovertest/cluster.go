@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +25,20 @@ const BinDirEnv = pgtest.BinDirEnv
 // error's text ends with the command that installs them on this system.
 var ErrNoBinaries = pgtest.ErrNoBinaries
 
+// InstallEnv names the environment variable that keeps the harness from
+// installing anything: with PGTEST_INSTALL=0 (or false, no, off), servers
+// that are missing are an error wrapping ErrNoBinaries or ErrNoPatroni
+// whose text ends with the command that installs them, as where the
+// harness cannot install. Any value other than a yes (1, true, yes, on) or
+// a no counts as 0.
+const InstallEnv = pgtest.InstallEnv
+
+// SkipUnavailableEnv names the environment variable that does for every
+// Start and StartPatroni of the test binary what SkipUnavailable does for
+// one: PGTEST_SKIP_UNAVAILABLE=1 (or true, yes, on). A CI job that must run
+// the tests leaves it unset.
+const SkipUnavailableEnv = "PGTEST_SKIP_UNAVAILABLE"
+
 // startTimeout bounds Start. The first cluster of a process may install
 // the server programs (about 30 s) and runs initdb once.
 const startTimeout = 2 * time.Minute
@@ -34,6 +50,7 @@ type Option func(*options)
 type options struct {
 	pg      pgtest.Options
 	proxies bool
+	skip    bool // SkipUnavailable
 }
 
 func newOptions(opts []Option) options {
@@ -48,11 +65,24 @@ func newOptions(opts []Option) options {
 // default is one; zero gives a lone primary.
 func Replicas(n int) Option { return func(o *options) { o.pg.Replicas = n } }
 
-// SyncReplication makes every server, a promoted replica too, wait for one
-// synchronous standby before it acknowledges a commit
-// (synchronous_standby_names = 'ANY 1 (*)'), so that promoting the standby
-// that received the most WAL loses no acknowledged write. It needs at
-// least one replica.
+// SyncReplication makes the primary wait, before it acknowledges a commit,
+// until one of the standbys that follow it has the commit
+// (synchronous_commit = on, synchronous_standby_names = 'ANY 1 (node1,
+// node2)'), so that promoting the standby that received the most WAL loses
+// no acknowledged write. It needs at least one replica.
+//
+// The harness keeps the list itself, as a failover manager would:
+// Failover, Promote and Switchover give the new primary the standbys that
+// follow it as its synchronous standbys, from the moment it leaves
+// recovery; when none is left (Replicas(1) after a Failover), its list is
+// empty and it takes commits without waiting, as a Patroni leader in
+// synchronous_mode (not strict) does, and a second failover before a
+// standby is back would lose them. Rejoin, and Switchover for
+// the old primary, add a node back once it streams, and commits wait for a
+// standby again. A standby that is down (Node.Crash, Node.Stop) stays on
+// the list: with no other, commits wait until it is back. Standbys have an
+// empty list. Setting("synchronous_standby_names", ...) or ALTER SYSTEM
+// override all of this.
 func SyncReplication() Option { return func(o *options) { o.pg.SyncReplication = true } }
 
 // Zones gives node i the server setting pgfailover.zone = zones[i], which
@@ -79,6 +109,16 @@ func Setting(name, value string) Option {
 		o.pg.Settings[name] = value
 	}
 }
+
+// SkipUnavailable makes Start and StartPatroni skip the test, with the
+// reason, when the servers cannot be had: the PostgreSQL programs (or, for
+// StartPatroni, patroni, patronictl or etcd) are not there and cannot be
+// installed here, or $PGTEST_INSTALL=0 forbids it (errors wrapping
+// ErrNoBinaries or ErrNoPatroni). Any other failure to start still fails
+// the test. Without it, and without $PGTEST_SKIP_UNAVAILABLE
+// (SkipUnavailableEnv), such a test fails, which is what a CI job that has
+// the servers wants. New and NewPatroni return the error either way.
+func SkipUnavailable() Option { return func(o *options) { o.skip = true } }
 
 // Password sets the password of the superuser "postgres" for TCP
 // connections (scram-sha-256). The default is DefaultPassword.
@@ -120,11 +160,13 @@ type Cluster struct {
 }
 
 // Start starts a cluster for the test t and stops it when the test ends
-// (t.Cleanup). It fails the test at once when the cluster cannot start;
-// it never skips. The default is one primary and one replica.
+// (t.Cleanup). It fails the test at once when the cluster cannot start,
+// unless the servers cannot be had and SkipUnavailable or
+// $PGTEST_SKIP_UNAVAILABLE says to skip. The default is one primary and
+// one replica.
 //
 // When the test has failed, the end of every server's log is written to
-// the test log.
+// the test log; Node.LogTail reads it at any time.
 func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
 	o := newOptions(opts)
@@ -132,7 +174,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	defer cancel()
 	pc, err := pgtest.New(ctx, o.pg)
 	if err != nil {
-		t.Fatal(err)
+		failStart(t, o, err)
 	}
 	c, err := wrap(pc, o)
 	if err != nil {
@@ -141,7 +183,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, n := range c.nodes {
-				t.Logf("--- tail of %s's log ---\n%s", n.Name(), n.pn.LogTail(4000))
+				t.Logf("--- tail of %s's log ---\n%s", n.Name(), n.LogTail(4000))
 			}
 		}
 		if err := c.Close(); err != nil {
@@ -167,6 +209,40 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 		return nil, errors.Join(err, pc.Close())
 	}
 	return c, nil
+}
+
+// failStart ends the test t whose cluster could not start: it skips when
+// the servers cannot be had and the test or its environment chose to
+// skip then, and fails it otherwise.
+func failStart(t testing.TB, o options, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNoBinaries) || errors.Is(err, pgtest.ErrNoPatroni) {
+		skip, envErr := skipUnavailable(o)
+		if envErr != nil {
+			t.Fatal(errors.Join(err, envErr))
+		}
+		if skip {
+			t.Skipf("failovertest: skipped, the servers cannot be had: %v", err)
+		}
+	}
+	t.Fatal(err)
+}
+
+// skipUnavailable reports whether a test that cannot have its servers is
+// skipped: SkipUnavailable, or $PGTEST_SKIP_UNAVAILABLE. A value of the
+// variable that is neither a yes nor a no is an error, not a guess.
+func skipUnavailable(o options) (bool, error) {
+	if o.skip {
+		return true, nil
+	}
+	v := os.Getenv(SkipUnavailableEnv)
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "0", "false", "no", "off":
+		return false, nil
+	case "1", "true", "yes", "on":
+		return true, nil
+	}
+	return false, fmt.Errorf("failovertest: %s=%q is not a yes (1, true, yes, on) or a no", SkipUnavailableEnv, v)
 }
 
 func wrap(pc *pgtest.Cluster, o options) (*Cluster, error) {

@@ -11,84 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 )
-
-// skipUnderShort skips, under -short, a drill the fast loop leaves out
-// (the start, the guide's test and the ledger's checks stay), and names
-// the command that runs it.
-func skipUnderShort(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skipf("skipped under -short; run: go test -race -run '^%s$' ./failover/failovertest/", t.Name())
-	}
-}
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func newPool(t *testing.T, ctx context.Context, dsn string) *failover.Pool {
-	t.Helper()
-	pool, err := failover.New(ctx, dsn)
-	if err != nil {
-		t.Fatalf("failover.New: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// nodeOf returns the name of the node a query through q reaches: each
-// server's cluster_name is its node's name.
-func nodeOf(t *testing.T, ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) string {
-	t.Helper()
-	var name string
-	if err := q.QueryRow(ctx, "SHOW cluster_name").Scan(&name); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
-// scalar runs a one-value query on node n.
-func scalar[T any](t *testing.T, ctx context.Context, n *failovertest.Node, sql string) T {
-	t.Helper()
-	rows, err := n.Query(ctx, sql)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[T])
-	if err != nil {
-		t.Fatalf("%s on %s: %v", sql, n, err)
-	}
-	return v
-}
-
-func inRecovery(t *testing.T, ctx context.Context, n *failovertest.Node) bool {
-	t.Helper()
-	r, err := n.InRecovery(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 // TestStartDefaults: with no option, a primary and one streaming replica,
 // and a connection string on which failover.New writes to the primary.
@@ -126,6 +50,20 @@ func TestStartDefaults(t *testing.T) {
 	}
 	if strings.Contains(c.ConnString(""), "sslmode=require") {
 		t.Error("ConnString asks for TLS without the TLS option")
+	}
+	// Each server's log is there to read, its end first.
+	for _, n := range nodes {
+		log := n.LogTail(64 << 10)
+		if !strings.Contains(log, "database system is ready to accept") {
+			t.Errorf("%s: its log does not say it was ready:\n%s", n, log)
+		}
+		// The server may log more meanwhile: the short tail is read first.
+		if tail := n.LogTail(40); len(tail) > 40 || !strings.Contains(n.LogTail(64<<10), tail) {
+			t.Errorf("%s: LogTail(40) = %q, not from the end of the log", n, tail)
+		}
+		if tail := n.LogTail(0); tail != "" {
+			t.Errorf("%s: LogTail(0) = %q, want nothing", n, tail)
+		}
 	}
 }
 
@@ -166,8 +104,14 @@ func TestOptions(t *testing.T) {
 		if got := scalar[string](t, ctx, n, "SHOW lock_timeout"); got != "7s" {
 			t.Errorf("%s: lock_timeout = %q, want 7s", n, got)
 		}
-		if got := scalar[string](t, ctx, n, "SHOW synchronous_standby_names"); got != "ANY 1 (*)" {
-			t.Errorf("%s: synchronous_standby_names = %q", n, got)
+		// The primary's synchronous standbys are the standbys that follow
+		// it; a standby's list is empty.
+		want := ""
+		if n == c.Primary() {
+			want = "ANY 1 (node1, node2)"
+		}
+		if got := scalar[string](t, ctx, n, "SHOW synchronous_standby_names"); got != want {
+			t.Errorf("%s: synchronous_standby_names = %q, want %q", n, got, want)
 		}
 	}
 	if got := scalar[int64](t, ctx, c.Primary(),

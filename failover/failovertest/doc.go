@@ -64,10 +64,14 @@
 // /usr/lib/postgresql/<major>/bin, `pg_config --bindir` and PATH. When they
 // are missing and nothing points elsewhere, the first Start installs them
 // if it can: as root on Debian or Ubuntu, with apt-get (about 30 s, with a
-// line on stderr saying so). Otherwise Start fails the test, and New
-// returns an error wrapping ErrNoBinaries; its text ends with the command
-// that installs them here (apt-get, dnf or brew). initdb runs once per test
-// process; every cluster copies its result, and replicas are copies of the
+// line on stderr saying so), unless $PGTEST_INSTALL is 0 (InstallEnv).
+// Otherwise Start fails the test, and New returns an error wrapping
+// ErrNoBinaries; its text ends with the command that installs them here
+// (apt-get, dnf or brew). With the SkipUnavailable option, or
+// $PGTEST_SKIP_UNAVAILABLE=1 (SkipUnavailableEnv), Start skips the test
+// instead, with that reason; a CI job that must run the tests sets
+// neither. initdb runs once per test process, into a template held in
+// memory; every cluster copies it, and replicas are copies of the
 // primary's data directory, so a primary with one replica is ready within
 // a few seconds.
 //
@@ -79,11 +83,15 @@
 // requires; as any other user they run as that user. Each server's
 // cluster_name is its node's name, so `SHOW cluster_name` tells which node
 // a connection reached. Clusters of one test binary, and of several, run
-// side by side; one left behind by a killed test binary is removed by the
-// next one that starts a cluster.
+// side by side. When a test ends, its cluster's servers are stopped and
+// their directories, logs and sockets removed: a test binary that exits
+// leaves nothing in the temporary directory. A cluster left behind by a
+// killed test binary is removed by the next one that starts a cluster.
 //
 // Errors from the servers' side begin with "pgtest:", the harness this
-// package is built on, and carry the end of the server's log.
+// package is built on, and carry the end of the server's log; Node.LogTail
+// and Member.LogTail read it at any time, and when a test fails the end of
+// every server's log is written to the test log.
 //
 // # Roles
 //
@@ -91,7 +99,9 @@
 // manager: node 0 first, then whoever a fault promoted. Cluster.Primary
 // reports it, even while it is down after CrashPrimary. The test chooses
 // when a promotion happens and which standby it promotes, so a failure is
-// reproducible.
+// reproducible. With SyncReplication it also keeps each new primary's
+// synchronous standbys as a failover manager does: the standbys that follow
+// it, or none, so that a primary left alone keeps taking commits.
 //
 // # Patroni
 //

@@ -137,14 +137,16 @@ func TestPrimaryEndpointFollowsSwitchover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	switched := time.Now()
+	// While the move is pending, before the connection and after it, the
+	// connection reached the old primary.
+	pending := failovertest.MovePending(ep)
 	got := portThrough(t, ctx, ep)
-	if took := time.Since(switched); took < lag*2/3 {
+	if pending && failovertest.MovePending(ep) {
 		if got != old.Port() {
 			t.Errorf("right after the switchover: port %d, want the old primary's %d", got, old.Port())
 		}
 	} else {
-		t.Logf("the connection after the switchover took %v, too close to the lag to tell", took)
+		t.Logf("the endpoint moved before the connection was made: nothing to tell")
 	}
 
 	waitUntil(t, 10*time.Second, "a new connection through the endpoint to reach the new primary "+next.Name(), func() bool {

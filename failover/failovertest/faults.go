@@ -69,10 +69,7 @@ func (c *Cluster) Promote(ctx context.Context, n *Node) error {
 }
 
 func (c *Cluster) promote(ctx context.Context, pn *pgtest.Node) error {
-	if err := c.pc.Promote(ctx, pn); err != nil {
-		return err
-	}
-	return c.pc.FollowAll(ctx, pn)
+	return c.pc.PromoteAndFollow(ctx, pn)
 }
 
 // Switchover hands the primary role to the standby to cleanly, as a

@@ -39,6 +39,13 @@ func (n *Node) Port() int { return n.pn.Port() }
 // Zone returns the node's pgfailover.zone setting ("" when unset).
 func (n *Node) Zone() string { return n.pn.Zone() }
 
+// LogTail returns up to the last size bytes of the server's log, from the
+// start of a line (nothing when size is not positive): what the server
+// said while the test ran, across crashes and restarts, until the cluster
+// is closed. A password of six bytes or more is masked. When a test fails, Start writes
+// the last 4,000 bytes of every node's log to the test log itself.
+func (n *Node) LogTail(size int) string { return n.pn.LogTail(size) }
+
 // String returns the node's name and Addr.
 func (n *Node) String() string {
 	if n == nil {

@@ -42,23 +42,42 @@ type Member struct {
 }
 
 // StartPatroni starts a Patroni cluster for the test t and stops it when
-// the test ends. It fails the test at once when the cluster cannot start
-// (it never skips). Replicas(n) gives n+1 members, one replica by default;
-// with SyncReplication, Patroni's synchronous_mode is on, and only the
-// synchronous standby is promoted. Zones and Password apply as for Start;
-// TLS, Setting and Proxies are not available. It returns once every member
-// streams from one leader.
+// the test ends. It fails the test at once when the cluster cannot start,
+// unless the programs cannot be had and SkipUnavailable or
+// $PGTEST_SKIP_UNAVAILABLE says to skip (as for Start). When the test has
+// failed, the end of every member's log, and of etcd's, is written to the
+// test log; Member.LogTail reads it at any time.
+//
+// Replicas(n) gives n+1 members, one replica by default; with
+// SyncReplication, Patroni's synchronous_mode is on, and only the
+// synchronous standby is promoted. Zones, Password and SkipUnavailable
+// apply as for Start; TLS, Setting and Proxies are not available. It
+// returns once every member streams from one leader.
 //
 // It needs the programs patroni, patronictl and etcd in PATH besides
 // PostgreSQL's; they are installed like those where that can be done
-// (Debian and Ubuntu: apt-get install patroni etcd-server).
+// (Debian and Ubuntu: apt-get install patroni etcd-server), unless
+// $PGTEST_INSTALL is 0.
 func StartPatroni(t testing.TB, opts ...Option) *PatroniCluster {
 	t.Helper()
-	o, err := patroniOptions(opts)
+	po, err := patroniOptions(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := pgtest.StartPatroni(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	pc, err := pgtest.NewPatroni(ctx, po)
+	if err != nil {
+		failStart(t, newOptions(opts), err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			pc.LogTails(t)
+		}
+		if err := pc.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return wrapPatroni(pc)
 }
 
@@ -122,6 +141,12 @@ func (c *PatroniCluster) Members() []*Member { return append([]*Member(nil), c.m
 // ConnString returns a multi-host connection string over every member's
 // PostgreSQL, like Cluster.ConnString.
 func (c *PatroniCluster) ConnString(params string) string { return c.pc.ConnString(params) }
+
+// Password returns the password of the superuser "postgres": the one
+// Password set, else DefaultPassword. ConnString carries it; a connection
+// string that names no host, with the hosts coming from patroni_api_urls,
+// needs it spelled out.
+func (c *PatroniCluster) Password() string { return c.pc.Password() }
 
 // APIURLs returns the base URL of every member's Patroni REST API
 // (http://127.0.0.1:port), for the Pool's patroni_api_urls.
@@ -220,6 +245,14 @@ func (m *Member) APIURL() string { return m.pm.APIURL() }
 
 // Zone returns the member's pgfailover.zone setting ("" when unset).
 func (m *Member) Zone() string { return m.pm.Zone() }
+
+// LogTail returns up to the last size bytes of the member's log, from the
+// start of a line (nothing when size is not positive): Patroni's output
+// and that of the PostgreSQL server it runs, in one file, until the
+// cluster is closed. A password of six bytes or more is masked. When a test
+// fails, StartPatroni writes the end of every member's log, and of etcd's,
+// to the test log itself.
+func (m *Member) LogTail(size int) string { return m.pm.LogTail(size) }
 
 // String returns the member's name and Addr.
 func (m *Member) String() string {

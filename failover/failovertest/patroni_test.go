@@ -31,6 +31,14 @@ func TestPatroni(t *testing.T) {
 			t.Errorf("%v: address, API URL %q or zone %q not as the cluster says", m, m.APIURL(), m.Zone())
 		}
 	}
+	if c.Password() != failovertest.DefaultPassword || !strings.Contains(c.ConnString(""), ":"+c.Password()+"@") {
+		t.Errorf("Password() = %q, not the one in ConnString %q", c.Password(), c.ConnString(""))
+	}
+	for _, m := range ms {
+		if log := m.LogTail(64 << 10); !strings.Contains(log, m.Name()) {
+			t.Errorf("%v: its log does not name it:\n%s", m, log)
+		}
+	}
 	pool := newPool(t, ctx, c.ConnString("pool_max_conns=4"))
 	if _, err := pool.Exec(ctx, "CREATE TABLE t (id bigint); CREATE TABLE w (x int)"); err != nil {
 		t.Fatal(err)

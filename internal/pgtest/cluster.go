@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultPassword is the superuser password when Options.Password is empty.
@@ -23,9 +21,13 @@ const DefaultPassword = "pgtest-secret"
 type Options struct {
 	// Replicas is the number of streaming replicas next to the primary.
 	Replicas int
-	// SyncReplication makes every server (so also a promoted replica)
-	// require one synchronous standby: synchronous_standby_names =
-	// 'ANY 1 (*)', synchronous_commit = on. It needs Replicas >= 1.
+	// SyncReplication makes the primary wait, before it acknowledges a
+	// commit, for one of the standbys that follow it (synchronous_commit
+	// = on, synchronous_standby_names = 'ANY 1 (node1, node2)'), as a
+	// failover manager keeps it: the drills that promote a standby give
+	// it the standbys that will follow it, none (so that it keeps taking
+	// commits) when no standby is left, and Rejoin adds a node back once
+	// it streams. See syncrep.go. It needs Replicas >= 1.
 	SyncReplication bool
 	// Settings are extra server settings for every server, written to the
 	// configuration file (so ALTER SYSTEM can still override them).
@@ -56,7 +58,8 @@ type Cluster struct {
 	nodes []*Node
 	tls   *serverTLS // nil unless opts.TLS
 
-	// mu guards primary. No I/O while held.
+	// mu guards primary and the nodes' follows and syncNames. No I/O
+	// while held.
 	mu      sync.Mutex
 	primary *Node
 
@@ -170,7 +173,7 @@ func normalize(o *Options) error {
 	return nil
 }
 
-func (c *Cluster) setup(ctx context.Context, tmpl string) error {
+func (c *Cluster) setup(ctx context.Context, tmpl *template) error {
 	if err := os.Chmod(c.base, 0o755); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
@@ -182,9 +185,13 @@ func (c *Cluster) setup(ctx context.Context, tmpl string) error {
 		c.nodes = append(c.nodes, n)
 	}
 
-	// The primary: a copy of the template.
+	// The primary: a copy of the template. Its synchronous standbys are
+	// the replicas to come.
 	p := c.nodes[0]
-	if err := copyTree(c.bins, tmpl, p.dataDir, nil); err != nil {
+	for _, r := range c.nodes[1:] {
+		c.setFollows(r, p)
+	}
+	if err := tmpl.writeTo(c.bins, p.dataDir); err != nil {
 		return fmt.Errorf("pgtest: %s: copy template: %w", p.name, err)
 	}
 	if err := p.writeConf(); err != nil {
@@ -300,7 +307,11 @@ func (n *Node) writeConf() error {
 		"cluster_name":                n.name,
 	}
 	if n.c.opts.SyncReplication {
-		s["synchronous_standby_names"] = "ANY 1 (*)"
+		names := n.c.syncStandbyNames(n)
+		n.c.mu.Lock()
+		n.syncNames = names
+		n.c.mu.Unlock()
+		s["synchronous_standby_names"] = names
 		s["synchronous_commit"] = "on"
 	}
 	if n.zone != "" {
@@ -332,6 +343,7 @@ func (n *Node) primaryConnInfo(p *Node) string {
 
 // configureStandby makes the stopped node n a standby of p.
 func (n *Node) configureStandby(p *Node) error {
+	n.c.setFollows(n, p)
 	if err := n.writeConf(); err != nil {
 		return err
 	}
@@ -360,43 +372,6 @@ func (c *Cluster) addReplica(ctx context.Context, r, p *Node) error {
 		return err
 	}
 	return c.waitStreaming(ctx, r, p)
-}
-
-// setPassword gives the postgres role its password. The statement carries a
-// SCRAM verifier, not the password, and does not wait for a synchronous
-// standby (there is none yet).
-func (c *Cluster) setPassword(ctx context.Context, p *Node) error {
-	secret := c.opts.Password
-	if isPrintableASCII(secret) {
-		v, err := scramVerifier(secret)
-		if err != nil {
-			return fmt.Errorf("pgtest: %w", err)
-		}
-		secret = v
-	}
-	// Built by hand: ALTER ROLE takes no parameters.
-	sql := "SET synchronous_commit = local; ALTER ROLE postgres PASSWORD " + sqlLiteral(secret)
-	if err := p.Exec(ctx, sql); err != nil {
-		// Only the SQLSTATE: a syntax error would quote the statement.
-		if ctx.Err() != nil {
-			return p.errorf("setting the password: %w", ctx.Err())
-		}
-		code := "no SQLSTATE"
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-			code = "SQLSTATE " + pgErr.Code
-		}
-		return p.errorf("setting the password failed (%s)", code)
-	}
-	return nil
-}
-
-func isPrintableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // Close stops every server (immediate shutdown, escalating to SIGKILL),

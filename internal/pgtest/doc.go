@@ -25,9 +25,10 @@
 // in $PGTEST_BINDIR, else the newest /usr/lib/postgresql/<major>/bin, else
 // `pg_config --bindir`, else PATH. When they are missing from the usual
 // places (neither BinDir nor $PGTEST_BINDIR set), New installs them if it
-// can: as root on Debian or Ubuntu, with apt-get (printing "pgtest:
-// installing postgresql-15 (about 30 s)…" on stderr, one process at a
-// time, the packages' services kept from starting). Elsewhere, and when
+// can and $PGTEST_INSTALL (InstallEnv) is not 0: as root on Debian or
+// Ubuntu, with apt-get (printing "pgtest: installing postgresql-15 (about
+// 30 s)…" on stderr, one process at a time, the packages' services kept
+// from starting). Elsewhere, and when
 // BinDir or $PGTEST_BINDIR names a directory without them, New fails with
 // an error wrapping ErrNoBinaries that ends with the command installing
 // them on this system (apt-get, dnf or brew). EnsureServer and
@@ -37,7 +38,8 @@
 //
 // The harness needs postgres and initdb; pg_basebackup and pg_rewind are
 // used when they are in the same directory. initdb runs once per test
-// process into a template that every cluster copies. Replicas are made
+// process into a template, held in memory (so that none is left on disk
+// however the process ends), that every cluster copies. Replicas are made
 // with pg_basebackup, or without it by copying the primary's data
 // directory between pg_backup_start and pg_backup_stop (pg_start_backup and
 // pg_stop_backup before PostgreSQL 15) the way pg_basebackup does: without
@@ -71,7 +73,9 @@
 // harness's back (pg_promote called by a test, say) are not seen. Standbys
 // stream from the primary directly (no cascading) and identify themselves
 // with application_name set to the node name, as seen in
-// pg_stat_replication.
+// pg_stat_replication. With SyncReplication, the primary's
+// synchronous_standby_names lists the standbys that follow it, and the
+// drills keep it so (see Options.SyncReplication).
 //
 // Failover stops the primary immediately and promotes a standby; Switchover
 // stops it cleanly first and then brings it back as a standby. A node that

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,86 +52,6 @@ func (n *Node) poll(ctx context.Context, what string, check func(context.Context
 	}
 }
 
-// timeline returns the current timeline of the primary p.
-func (p *Node) timeline(ctx context.Context) (int, error) {
-	var walfile string
-	if err := p.queryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn())", &walfile); err != nil {
-		return 0, err
-	}
-	if len(walfile) < 8 {
-		return 0, fmt.Errorf("pgtest: %s: unexpected WAL file name %q", p.name, walfile)
-	}
-	tli, err := strconv.ParseUint(walfile[:8], 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: %s: WAL file name %q: %w", p.name, walfile, err)
-	}
-	return int(tli), nil
-}
-
-// history describes the primary p's current timeline: its number, its
-// parent (0 on timeline 1) and, for each ancestor timeline, the LSN where
-// it ended and the next one began. A server that stopped on ancestor
-// timeline t with no WAL past branch[t] can follow p; one with more WAL has
-// diverged and must be rewound.
-type history struct {
-	tli    int
-	parent int
-	branch map[int]uint64
-}
-
-func (p *Node) history(ctx context.Context) (history, error) {
-	tli, err := p.timeline(ctx)
-	if err != nil || tli == 1 {
-		return history{tli: tli}, err
-	}
-	var text string
-	if err := p.queryRow(ctx, fmt.Sprintf("SELECT pg_read_file('pg_wal/%08X.history')", tli), &text); err != nil {
-		return history{}, err
-	}
-	h := history{tli: tli, branch: map[int]uint64{}}
-	// Lines: "<timeline>\t<LSN where it ended>\t<reason>", oldest first.
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		t, err1 := strconv.Atoi(f[0])
-		lsn, err2 := parseLSN(f[1])
-		if err1 != nil || err2 != nil {
-			return history{}, fmt.Errorf("pgtest: %s: unexpected timeline history line %q", p.name, line)
-		}
-		h.branch[t] = lsn
-		h.parent = t
-	}
-	return h, nil
-}
-
-// diverged reports whether a server on timeline t whose WAL reaches pos
-// holds WAL that the primary of h never had.
-func (h history) diverged(t int, pos uint64) bool {
-	if t == h.tli {
-		return false
-	}
-	end, ok := h.branch[t]
-	return !ok || pos > end
-}
-
-// parseLSN parses PostgreSQL's "XXXXXXXX/XXXXXXXX" notation.
-func parseLSN(s string) (uint64, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, fmt.Errorf("bad LSN %q", s)
-	}
-	h, err1 := strconv.ParseUint(hi, 16, 32)
-	l, err2 := strconv.ParseUint(lo, 16, 32)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bad LSN %q", s)
-	}
-	return h<<32 | l, nil
-}
-
-func formatLSN(v uint64) string { return fmt.Sprintf("%X/%X", v>>32, uint32(v)) }
-
 // waitStreaming waits until standby r streams from p on p's current timeline.
 func (c *Cluster) waitStreaming(ctx context.Context, r, p *Node) error {
 	tli, err := p.timeline(ctx)
@@ -178,8 +96,33 @@ func (c *Cluster) waitSyncStandby(ctx context.Context, p *Node) error {
 
 // Promote promotes the standby n (pg_promote), waits until it accepts
 // writes and makes it the cluster's primary. Promoting the primary only
-// marks it as such.
+// marks it as such. With SyncReplication, n's synchronous standbys are the
+// standbys that follow it, none at first: it takes commits at once, and
+// each standby that Repoint (or FollowAll) points at it is added.
+// PromoteAndFollow does both steps with no such gap.
 func (c *Cluster) Promote(ctx context.Context, n *Node) error {
+	return c.promote(ctx, n, nil)
+}
+
+// PromoteAndFollow promotes the standby n as Promote does and points every
+// other running standby at it as FollowAll does. With SyncReplication,
+// those standbys are n's synchronous standbys from the moment it leaves
+// recovery, so that no commit is acknowledged before one of them has it;
+// with none left, n's commits wait for no standby.
+func (c *Cluster) PromoteAndFollow(ctx context.Context, n *Node) error {
+	followers, err := c.standbysOf(ctx, n, nil)
+	if err != nil {
+		return err
+	}
+	if err := c.promote(ctx, n, followers); err != nil {
+		return err
+	}
+	return c.FollowAll(ctx, n)
+}
+
+// promote promotes n, giving it followers as its synchronous standbys
+// before it leaves recovery (see syncrep.go); the caller points them at n.
+func (c *Cluster) promote(ctx context.Context, n *Node, followers []*Node) error {
 	if !n.Running() {
 		return fmt.Errorf("%w: cannot promote %s", ErrStopped, n.name)
 	}
@@ -188,6 +131,13 @@ func (c *Cluster) Promote(ctx context.Context, n *Node) error {
 		return err
 	}
 	if inRecovery {
+		c.setFollows(n, nil)
+		for _, f := range followers {
+			c.setFollows(f, n)
+		}
+		if err := c.applySync(n); err != nil {
+			return err
+		}
 		var promoted bool
 		if err := n.queryRow(ctx, "SELECT pg_promote(true, 60)", &promoted); err != nil {
 			return n.errorf("promote: %w", err)
@@ -233,6 +183,7 @@ func (c *Cluster) Repoint(ctx context.Context, replica, primary *Node) error {
 	if err := replica.Exec(ctx, sql); err != nil {
 		return err
 	}
+	c.setFollows(replica, primary)
 	if err := replica.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		return err
 	}
@@ -242,10 +193,12 @@ func (c *Cluster) Repoint(ctx context.Context, replica, primary *Node) error {
 	if err := replica.queryRow(ctx, "SELECT pg_is_wal_replay_paused()", &paused); err != nil {
 		return err
 	}
-	if paused {
-		return nil
+	if !paused {
+		if err := c.waitStreaming(ctx, replica, primary); err != nil {
+			return err
+		}
 	}
-	return c.waitStreaming(ctx, replica, primary)
+	return c.applySync(primary)
 }
 
 // Switchover hands the primary role to the standby to: the primary is
@@ -263,10 +216,7 @@ func (c *Cluster) Switchover(ctx context.Context, to *Node) error {
 	if err := old.Stop(ctx, Fast); err != nil {
 		return err
 	}
-	if err := c.Promote(ctx, to); err != nil {
-		return err
-	}
-	if err := c.followAll(ctx, to, old); err != nil {
+	if err := c.promoteFollowed(ctx, to, old); err != nil {
 		return err
 	}
 	return c.Rejoin(ctx, old, to)
@@ -286,7 +236,17 @@ func (c *Cluster) Failover(ctx context.Context, to *Node) error {
 	if err := old.Stop(ctx, Immediate); err != nil {
 		return err
 	}
-	if err := c.Promote(ctx, to); err != nil {
+	return c.promoteFollowed(ctx, to, old)
+}
+
+// promoteFollowed promotes to and points every running standby but old at
+// it, those standbys being its synchronous standbys from the start.
+func (c *Cluster) promoteFollowed(ctx context.Context, to, old *Node) error {
+	followers, err := c.standbysOf(ctx, to, old)
+	if err != nil {
+		return err
+	}
+	if err := c.promote(ctx, to, followers); err != nil {
 		return err
 	}
 	return c.followAll(ctx, to, old)
@@ -309,10 +269,7 @@ func (c *Cluster) FailoverToBest(ctx context.Context, promoteAfter time.Duration
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Promote(ctx, best); err != nil {
-		return nil, err
-	}
-	return best, c.FollowAll(ctx, best)
+	return best, c.promoteFollowed(ctx, best, old)
 }
 
 // BestStandby returns the running standby that has received the most WAL:

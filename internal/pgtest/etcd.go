@@ -144,6 +144,9 @@ func (e *etcd) errorf(format string, args ...any) error {
 // fileTail returns up to the last size bytes of the file at path, starting
 // at a line boundary, with secret (when at least 6 bytes long) masked.
 func fileTail(path string, size int, secret string) string {
+	if size <= 0 {
+		return ""
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return ""

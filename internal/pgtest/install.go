@@ -22,6 +22,27 @@ import (
 // installs nothing.
 const BinDirEnv = "PGTEST_BINDIR"
 
+// InstallEnv names the environment variable that keeps pgtest from
+// installing anything: with PGTEST_INSTALL=0 (or false, no, off) a missing
+// program is an error wrapping ErrNoBinaries or ErrNoPatroni that ends
+// with the command that installs it, as on a system where pgtest cannot
+// install. Unset, empty, 1, true, yes or on leave installing as it is; any
+// other value is taken as 0.
+const InstallEnv = "PGTEST_INSTALL"
+
+// installOff reports whether $PGTEST_INSTALL turns installing off, and
+// says why for the error.
+func installOff() (bool, string) {
+	v := os.Getenv(InstallEnv)
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "1", "true", "yes", "on":
+		return false, ""
+	case "0", "false", "no", "off":
+		return true, InstallEnv + "=" + v + " turns installing off"
+	}
+	return true, fmt.Sprintf("%s=%q is not a yes or a no, so it is taken as 0", InstallEnv, v)
+}
+
 // packages is one set of programs pgtest can install, and how, on each
 // kind of system.
 type packages struct {
@@ -130,6 +151,9 @@ func ensure[T any](ctx context.Context, p packages, missing error, progress io.W
 		return v, err
 	}
 	sys := thisSystem()
+	if off, why := installOff(); off {
+		return v, fmt.Errorf("%w; %s; install with: %s", err, why, sys.command(p))
+	}
 	if !sys.canInstall() {
 		return v, fmt.Errorf("%w; install with: %s", err, sys.command(p))
 	}
@@ -228,7 +252,8 @@ func aptGet(ctx context.Context, sys system, args ...string) (string, error) {
 // EnsureServer returns the directory of the PostgreSQL server programs
 // ($PGTEST_BINDIR, or the places New looks in), installing them first when
 // they are missing and this is a Debian or Ubuntu machine where the
-// process runs as root, with a progress line on progress. Otherwise a
+// process runs as root, unless $PGTEST_INSTALL is 0 (InstallEnv), with a
+// progress line on progress. Otherwise a
 // missing program is an error wrapping ErrNoBinaries that ends with the
 // command that installs them on this system (apt-get, dnf, brew). New and
 // Start do the same; programs call it to install ahead of time.

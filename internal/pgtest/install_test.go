@@ -3,6 +3,8 @@ package pgtest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,5 +74,40 @@ func TestBinDirEnv(t *testing.T) {
 	want := "install with: " + thisSystem().command(serverPackages)
 	if !strings.Contains(err.Error(), dir) || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("error %q does not name %s and end with %q", err, dir, want)
+	}
+}
+
+// TestInstallEnv: $PGTEST_INSTALL=0 keeps ensure from installing, on any
+// system: the programs are looked for once, and the error wraps the
+// missing one's, says why nothing was installed and ends with the command
+// that installs them. A value that is neither a yes nor a no counts as 0.
+func TestInstallEnv(t *testing.T) {
+	missing := errors.New("no such program")
+	for _, tc := range []struct{ value, why string }{
+		{"0", "PGTEST_INSTALL=0 turns installing off"},
+		{"off", "PGTEST_INSTALL=off turns installing off"},
+		{"maybe", `PGTEST_INSTALL="maybe" is not a yes or a no, so it is taken as 0`},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			t.Setenv(InstallEnv, tc.value)
+			looks := 0
+			_, err := ensure(context.Background(), serverPackages, missing, io.Discard, func() (int, error) {
+				looks++
+				return 0, fmt.Errorf("postgres: %w", missing)
+			})
+			if !errors.Is(err, missing) || looks != 1 {
+				t.Fatalf("ensure looked %d times and returned %v; want one look and the missing error", looks, err)
+			}
+			want := tc.why + "; install with: " + thisSystem().command(serverPackages)
+			if !strings.HasSuffix(err.Error(), want) {
+				t.Errorf("error %q does not end with %q", err, want)
+			}
+		})
+	}
+	for _, v := range []string{"", "1", "true", "YES", "on"} {
+		t.Setenv(InstallEnv, v)
+		if off, why := installOff(); off {
+			t.Errorf("%s=%q turns installing off (%s)", InstallEnv, v, why)
+		}
 	}
 }

@@ -95,6 +95,13 @@ type Node struct {
 	lastPID int      // pid of the most recent postmaster
 
 	rewinds atomic.Int32 // how often this node was rewound (see Rewinds)
+
+	// follows is the node this one streams from as the harness set it up,
+	// nil for a primary; syncNames is the synchronous_standby_names last
+	// written to its pgtest.conf. Both are guarded by c.mu (see
+	// syncrep.go).
+	follows   *Node
+	syncNames string
 }
 
 // process is one run of a postmaster.
@@ -390,36 +397,13 @@ func (n *Node) clearStale() {
 	_ = os.Remove(pidFile)
 }
 
-// LogTail returns up to the last n bytes of the server log.
+// LogTail returns up to the last size bytes of the server log, from the
+// start of a line, with the cluster's password masked. The harness never
+// sends a printable ASCII password in clear text (see setPassword), so the
+// mask matters only for others; a password shorter than six bytes is left
+// as it is, as masking it would mask ordinary words.
 func (n *Node) LogTail(size int) string {
-	f, err := os.Open(n.logPath)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := fi.Size() - int64(size)
-	if off < 0 {
-		off = 0
-	}
-	buf := make([]byte, fi.Size()-off)
-	nr, _ := f.ReadAt(buf, off)
-	s := string(buf[:nr])
-	if off > 0 {
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:]
-		}
-	}
-	// The harness never sends a printable ASCII password in clear text (see
-	// setPassword), so this only matters for others; short passwords would
-	// mask ordinary words.
-	if pw := n.c.opts.Password; len(pw) >= 6 {
-		s = strings.ReplaceAll(s, pw, "********")
-	}
-	return s
+	return fileTail(n.logPath, size, n.c.opts.Password)
 }
 
 // errorf builds an error naming the node and carrying the tail of its log.

@@ -108,7 +108,8 @@ func normalizePatroni(o *PatroniOptions) error {
 type PatroniCluster struct {
 	opts       PatroniOptions
 	bins       *binaries
-	template   string // initdb template data directory, see templateFor
+	tmpl       *template
+	template   string // a copy of tmpl in the cluster's directory, for Patroni's bootstrap
 	patroni    string // path of the patroni program
 	patronictl string // path of the patronictl program
 	base       string
@@ -136,16 +137,23 @@ func StartPatroni(t testing.TB, opts PatroniOptions) *PatroniCluster {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, m := range pc.members {
-				t.Logf("--- tail of %s log (%s) ---\n%s", m.name, m.logPath, m.LogTail(6000))
-			}
-			t.Logf("--- tail of etcd log ---\n%s", fileTail(pc.etcd.logPath, 2000, ""))
+			pc.LogTails(t)
 		}
 		if err := pc.Close(); err != nil {
 			t.Error(err)
 		}
 	})
 	return pc
+}
+
+// LogTails writes the end of every member's log, and of etcd's, to t's
+// log: what StartPatroni's cleanup shows when the test has failed.
+func (pc *PatroniCluster) LogTails(t testing.TB) {
+	t.Helper()
+	for _, m := range pc.members {
+		t.Logf("--- tail of %s log (%s) ---\n%s", m.name, m.logPath, m.LogTail(6000))
+	}
+	t.Logf("--- tail of etcd log ---\n%s", fileTail(pc.etcd.logPath, 2000, ""))
 }
 
 // lookPatroni returns the paths of patroni, patronictl and etcd in PATH.
@@ -206,7 +214,8 @@ func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, erro
 	pc := &PatroniCluster{
 		opts:       opts,
 		bins:       bins,
-		template:   tmpl,
+		tmpl:       tmpl,
+		template:   filepath.Join(base, "template"),
 		patroni:    progs["patroni"],
 		patronictl: progs["patronictl"],
 		base:       base,
@@ -225,6 +234,10 @@ func NewPatroni(ctx context.Context, opts PatroniOptions) (*PatroniCluster, erro
 func (pc *PatroniCluster) setup(ctx context.Context, etcdBin string) error {
 	if err := os.Chmod(pc.base, 0o755); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
+	}
+	// The first leader's bootstrap copies it; Close removes it with the rest.
+	if err := pc.tmpl.writeTo(pc.bins, pc.template); err != nil {
+		return fmt.Errorf("pgtest: writing the template for Patroni: %w", err)
 	}
 	cport, err := reservePort()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -488,7 +487,7 @@ func TestSyncReplicationAndSettings(t *testing.T) {
 	if err := p.queryRow(ctx, "SHOW synchronous_standby_names", &names); err != nil {
 		t.Fatal(err)
 	}
-	if state != "quorum" || names != "ANY 1 (*)" {
+	if state != "quorum" || names != "ANY 1 (node1)" {
 		t.Errorf("sync_state %q, synchronous_standby_names %q", state, names)
 	}
 	mustExec(t, ctx, p, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)")
@@ -617,30 +616,6 @@ func isZombie(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
-}
-
-// ourLeftovers lists cluster directories of this process and processes
-// working in them. Only meaningful while no other test has a cluster.
-func ourLeftovers(t *testing.T) (dirs []string, pids []int) {
-	t.Helper()
-	tmp, err := filepath.EvalSymlinks(os.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := filepath.Join(tmp, fmt.Sprintf("%s%d-", dirPrefix, os.Getpid()))
-	matches, _ := filepath.Glob(prefix + "*")
-	for _, m := range matches {
-		if !strings.HasPrefix(m, prefix+"template-") {
-			dirs = append(dirs, m)
-		}
-	}
-	for _, pid := range procPIDs() {
-		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		if err == nil && strings.HasPrefix(cwd, prefix) && !strings.HasPrefix(cwd, prefix+"template-") {
-			pids = append(pids, pid)
-		}
-	}
-	return dirs, pids
 }
 
 // TestNewCancelled runs alone (not parallel): a New whose context ends

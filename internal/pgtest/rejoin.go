@@ -19,7 +19,8 @@ import (
 // primary's timeline branched off simply follows. If old replays WAL that
 // primary never had (it diverged, as a primary stopped without a clean
 // hand-over usually has), it is stopped, rewound (see Node.Rewinds) and
-// started again.
+// started again. With SyncReplication, once it streams it is one of
+// primary's synchronous standbys again.
 func (c *Cluster) Rejoin(ctx context.Context, old, primary *Node) error {
 	if old == primary {
 		return fmt.Errorf("pgtest: cannot rejoin %s to itself", old.name)
@@ -41,8 +42,11 @@ func (c *Cluster) Rejoin(ctx context.Context, old, primary *Node) error {
 		return err
 	}
 	diverged, err := c.followOrDiverge(ctx, old, primary, h)
-	if err != nil || !diverged {
+	if err != nil {
 		return err
+	}
+	if !diverged {
+		return c.applySync(primary)
 	}
 	if err := old.Stop(ctx, Fast); err != nil {
 		return err
@@ -114,7 +118,10 @@ func (c *Cluster) rewind(ctx context.Context, n, p *Node) error {
 		if err := n.start(ctx); err != nil {
 			return err
 		}
-		return c.waitStreaming(ctx, n, p)
+		if err := c.waitStreaming(ctx, n, p); err != nil {
+			return err
+		}
+		return c.applySync(p)
 	}
 	// pg_rewind reads the source's timeline from its control file, which is
 	// only current after a checkpoint (see Promote; p may have been promoted
@@ -139,5 +146,5 @@ func (c *Cluster) rewind(ctx context.Context, n, p *Node) error {
 	if err := c.waitStreaming(ctx, n, p); err != nil {
 		return fmt.Errorf("%w\n--- pg_rewind output ---\n%s", err, strings.TrimSpace(out))
 	}
-	return nil
+	return c.applySync(p)
 }

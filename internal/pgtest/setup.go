@@ -21,16 +21,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Process-wide state. None of it is meant to be replaced by tests; it exists
 // because initdb and port allocation are shared by every cluster of a process.
 var (
-	// templateMu guards templates; it is held while initdb runs so that
-	// concurrent first clusters wait for one initdb instead of racing.
-	templateMu sync.Mutex
-	templates  = map[string]string{} // binaries dir -> template data dir
-
 	// binariesMu guards found. No I/O while held.
 	binariesMu sync.Mutex
 	found      = map[string]*binaries{} // Options.BinDir -> what it resolved to
@@ -47,62 +44,6 @@ var (
 // os.TempDir(); the owning process id follows, so leftovers of a process
 // that died without Close can be recognised and removed.
 const dirPrefix = "pgtest-"
-
-// templateFor returns a freshly initdb'ed data directory for b, creating it
-// on first use in this process. Clusters copy it instead of running initdb.
-// The template lives until the process ends (the next process removes it).
-func templateFor(ctx context.Context, b *binaries) (string, error) {
-	templateMu.Lock()
-	defer templateMu.Unlock()
-	if dir, ok := templates[b.dir]; ok {
-		return dir, nil
-	}
-	sweepOnce.Do(sweepStale)
-	root, err := os.MkdirTemp(os.TempDir(), fmt.Sprintf("%s%d-template-", dirPrefix, os.Getpid()))
-	if err != nil {
-		return "", fmt.Errorf("pgtest: template dir: %w", err)
-	}
-	data, err := makeTemplate(ctx, b, root)
-	if err != nil {
-		_ = os.RemoveAll(root)
-		return "", err
-	}
-	templates[b.dir] = data
-	return data, nil
-}
-
-func makeTemplate(ctx context.Context, b *binaries, root string) (string, error) {
-	if err := os.Chmod(root, 0o755); err != nil {
-		return "", err
-	}
-	data := filepath.Join(root, "data")
-	if err := b.mkdirOwned(data, 0o700); err != nil {
-		return "", err
-	}
-	if _, err := b.run(ctx, root, "initdb", "-D", data, "-U", "postgres",
-		"-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"); err != nil {
-		return "", fmt.Errorf("pgtest: initdb: %w", err)
-	}
-	hba := "# Written by pgtest.\n" +
-		"local all all trust\n" +
-		"local replication all trust\n" +
-		"host replication all 127.0.0.1/32 trust\n" +
-		"host all all 127.0.0.1/32 scram-sha-256\n"
-	if err := b.writeOwned(filepath.Join(data, "pg_hba.conf"), []byte(hba)); err != nil {
-		return "", err
-	}
-	// Node-specific settings go to pgtest.conf, rewritten for every node.
-	// ALTER SYSTEM (postgresql.auto.conf) still overrides them.
-	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return "", err
-	}
-	_, err = io.WriteString(f, "\n# Node settings written by pgtest.\ninclude_if_exists = 'pgtest.conf'\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return data, err
-}
 
 // copyTree copies the data directory src to dst (which must not exist),
 // keeping modes and giving everything to the server user. Paths (relative
@@ -371,4 +312,41 @@ func scramVerifier(password string) (string, error) {
 	serverKey := mac(salted, "Server Key")
 	enc := base64.StdEncoding.EncodeToString
 	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, enc(salt), enc(storedKey[:]), enc(serverKey)), nil
+}
+
+// setPassword gives the postgres role its password. The statement carries a
+// SCRAM verifier, not the password, and does not wait for a synchronous
+// standby (there is none yet).
+func (c *Cluster) setPassword(ctx context.Context, p *Node) error {
+	secret := c.opts.Password
+	if isPrintableASCII(secret) {
+		v, err := scramVerifier(secret)
+		if err != nil {
+			return fmt.Errorf("pgtest: %w", err)
+		}
+		secret = v
+	}
+	// Built by hand: ALTER ROLE takes no parameters.
+	sql := "SET synchronous_commit = local; ALTER ROLE postgres PASSWORD " + sqlLiteral(secret)
+	if err := p.Exec(ctx, sql); err != nil {
+		// Only the SQLSTATE: a syntax error would quote the statement.
+		if ctx.Err() != nil {
+			return p.errorf("setting the password: %w", ctx.Err())
+		}
+		code := "no SQLSTATE"
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+			code = "SQLSTATE " + pgErr.Code
+		}
+		return p.errorf("setting the password failed (%s)", code)
+	}
+	return nil
+}
+
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
