@@ -186,13 +186,6 @@ func (d *outageDrill) crashAndPromote(c *pgtest.Cluster, next *pgtest.Node, read
 			return n >= 20
 		})
 	}
-	// With the primary gone, a promoted standby with synchronous_standby_names
-	// set would wait for a standby it does not have.
-	for _, sql := range []string{"ALTER SYSTEM SET synchronous_standby_names = ''", "SELECT pg_reload_conf()"} {
-		if err := next.Exec(d.ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
 	promoting := time.Now()
 	if err := c.Promote(d.ctx, next); err != nil {
 		t.Fatal(err)
