@@ -254,7 +254,7 @@ func (c *call) pick() (*hostpool.Host, error) {
 		rs := c.p.state.Routes()
 		h, heldBack := c.picker.next(rs, c)
 		if h != nil {
-			c.host, c.epoch = h, c.p.hosts.Epoch(h.Addr)
+			c.host, c.epoch = h, c.p.hosts.EpochOf(h)
 			if c.tries < math.MaxUint8 {
 				c.tries++
 			}

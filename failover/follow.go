@@ -125,7 +125,7 @@ func (w *connectWalk) Connected()                    { w.c.finish(nil) } // ends
 func (w *connectWalk) Failed(h *hostpool.Host, err *follow.ConnectError) error {
 	c := &w.c
 	if c.host != h {
-		c.host, c.epoch = h, c.p.hosts.Epoch(h.Addr)
+		c.host, c.epoch = h, c.p.hosts.EpochOf(h)
 	}
 	f := outcome.Failure{Phase: outcome.Call, Class: hosthealth.Transport, Rule: outcome.Idempotent, DidNotRun: true,
 		CallerDone: outcome.CallerDone(c.ctx), FailedOver: c.is(episode), Attempts: c.events().attempts, MaxAttempts: c.p.cfg.MaxAttempts, TimeLeft: c.timeLeft()}

@@ -75,6 +75,12 @@ func (o *Owner[T]) Epoch(addr string) Epoch {
 	return 0
 }
 
+// Counter returns the epoch counter of the host at addr, nil when addr is
+// not in the host set: the caller reads it (Epoch, with no lookup), and
+// the Owner alone adds to it. A host keeps its counter for as long as its
+// address stays in the set.
+func (o *Owner[T]) Counter(addr string) *atomic.Uint32 { return o.cur.Load().epochs[addr] }
+
 // Epoch counts the failover events recorded on one host. It wraps after
 // 2³² of them; observations compare epochs for equality only.
 type Epoch uint32

@@ -39,10 +39,11 @@ type Host struct {
 	Socks  netconn.Sockets  // every socket to the host, to cut when it stops answering
 	Server telemetry.Server // the host's attributes on metric points
 
-	stopProbe context.CancelFunc // ends the probe loop; nil until it starts
-	probeDone chan struct{}      // closed when the probe loop has returned
-	hint      chan struct{}      // wakes the probe loop (HintPrimary)
-	nudge     chan struct{}      // makes the probe loop look again at whether the host is in use
+	stopProbe context.CancelFunc            // ends the probe loop; nil until it starts
+	probeDone chan struct{}                 // closed when the probe loop has returned
+	hint      chan struct{}                 // wakes the probe loop (HintPrimary)
+	nudge     chan struct{}                 // makes the probe loop look again at whether the host is in use
+	epoch     atomic.Pointer[atomic.Uint32] // host state's epoch counter of the host, once read (Set.EpochOf)
 	// opening says that connections to the host, a standby, are being
 	// opened ahead of its promotion; readied is how many were opened for
 	// the calls waiting now, and prepared the version of the waiting
@@ -52,8 +53,8 @@ type Host struct {
 	prepared atomic.Uint64
 }
 
-// Close closes both of the host's pools, in parallel: each waits for its
-// connections in use to come back.
+// Close closes both of the host's pools, in parallel: each waits for
+// its connections in use to come back.
 func (h *Host) Close() {
 	var wg sync.WaitGroup
 	wg.Go(h.Calls.Close)

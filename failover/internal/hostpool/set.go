@@ -162,6 +162,21 @@ func (s *Set) Hosts() []*Host { return s.state.Routes().Table.List }
 // dropped if the host failed since.
 func (s *Set) Epoch(addr string) hoststate.Epoch { return s.state.Epoch(addr) }
 
+// EpochOf is Epoch for host h, in one atomic load once h has read its
+// counter: a call's pick reads it (hoststate.Owner.Counter). The counter
+// outlives h, which the table holds only while its address is in host
+// state's set.
+func (s *Set) EpochOf(h *Host) hoststate.Epoch {
+	c := h.epoch.Load()
+	if c == nil {
+		if c = s.state.Counter(h.Addr); c == nil {
+			return 0
+		}
+		h.epoch.Store(c)
+	}
+	return hoststate.Epoch(c.Load())
+}
+
 // Retire drains host h, which the published table no longer holds: its
 // probe loop ends, then, in the background, its calls in flight finish
 // and its pools close; the Pool's Close waits for that.
