@@ -1,0 +1,18 @@
+module github.com/pgfailover/pgfailover/kubernetes
+
+go 1.26.0
+
+replace github.com/pgfailover/pgfailover => ..
+
+require (
+	github.com/pgfailover/pgfailover v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.6
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
