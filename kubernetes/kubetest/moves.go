@@ -12,13 +12,14 @@ import (
 // Move is what one of the operator's moves did, and when.
 type Move struct {
 	From, To *failovertest.Node
-	// Announced is when the operator named the next primary: it wrote
-	// status.targetPrimary (CloudNativePG only; zero for the others).
+	// Announced is when the operator named the next primary: when it
+	// sent the write of status.targetPrimary (CloudNativePG only; zero for
+	// the others). A watch may see the write before its answer returns.
 	Announced time.Time
 	// Writable is when the new primary first answered that it is out of
 	// recovery, polled every millisecond over a connection of its own.
 	Writable time.Time
-	// Labelled is when the operator's last write of the move was stored:
+	// Labelled is when the operator began its last writes of the move:
 	// the role labels (and CloudNativePG's currentPrimary) naming the new
 	// primary.
 	Labelled time.Time
@@ -45,10 +46,10 @@ func (c *Cluster) Switchover(ctx context.Context, to *failovertest.Node) (Move, 
 		return m, errors.New("kubetest: the switchover's target is the primary")
 	}
 	if c.Operator == CloudNativePG {
+		m.Announced = time.Now()
 		if err := c.API.SetClusterStatus(ctx, c.Namespace, c.Name, "", c.Pod(to)); err != nil {
 			return m, err
 		}
-		m.Announced = time.Now()
 		if err := c.API.SetPodStatus(ctx, c.Namespace, c.Pod(from), "", false); err != nil {
 			return m, err
 		}
@@ -61,10 +62,10 @@ func (c *Cluster) Switchover(ctx context.Context, to *failovertest.Node) (Move, 
 	if err != nil {
 		return m, err
 	}
+	m.Labelled = time.Now()
 	if err := c.relabel(ctx, from, to); err != nil {
 		return m, err
 	}
-	m.Labelled = time.Now()
 	return m, c.API.SetPodStatus(ctx, c.Namespace, c.Pod(from), "", true)
 }
 
@@ -93,10 +94,10 @@ func (c *Cluster) Failover(ctx context.Context, promoteAfter time.Duration) (Mov
 		return m, err
 	}
 	if c.Operator == CloudNativePG {
+		m.Announced = time.Now()
 		if err := c.API.SetClusterStatus(ctx, c.Namespace, c.Name, "", c.Pod(m.To)); err != nil {
 			return m, err
 		}
-		m.Announced = time.Now()
 	}
 	t := time.NewTimer(promoteAfter)
 	select {
@@ -113,10 +114,10 @@ func (c *Cluster) Failover(ctx context.Context, promoteAfter time.Duration) (Mov
 	if err != nil {
 		return m, err
 	}
+	m.Labelled = time.Now()
 	if err := c.relabel(ctx, from, m.To); err != nil {
 		return m, err
 	}
-	m.Labelled = time.Now()
 	return m, nil
 }
 
