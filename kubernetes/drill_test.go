@@ -111,6 +111,9 @@ func TestDrills(t *testing.T) {
 		first, _ := l.firstOn(portOf(m.To), m.Writable.Add(-time.Second))
 		seen := up.firstAfter(m.Writable.Add(-time.Second), claims(c.PodAddr(m.To)))
 		t.Logf("new primary writable -> first write acknowledged there: %s", ms(first.end.Sub(m.Writable)))
+		if seen.IsZero() {
+			t.Fatalf("the new primary's label never reached the Pool's topology as a claim")
+		}
 		t.Logf("new primary writable -> the Pool's Stat shows it primary: %s", ms((<-known).Sub(m.Writable)))
 		t.Logf("labels written -> Pool's topology claims the new primary: %s", ms(seen.Sub(m.Labelled)))
 		if err := c.Rejoin(ctx, m.From); err != nil {

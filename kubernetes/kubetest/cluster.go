@@ -52,6 +52,7 @@ type options struct {
 	api  *APIServer
 	pg   []failovertest.Option
 	name string
+	lead time.Duration
 }
 
 // WithOperator picks the operator the harness plays; CloudNativePG by
@@ -66,6 +67,13 @@ func OnAPIServer(a *APIServer) Option { return func(o *options) { o.api = a } }
 func PostgreSQL(opts ...failovertest.Option) Option {
 	return func(o *options) { o.pg = append(o.pg, opts...) }
 }
+
+// AnnouncementLead is how long CloudNativePG's Switchover lets pass
+// between writing targetPrimary and stopping the primary: the time its
+// instance manager takes to see the write and act; 200ms by default.
+// Calls sent to the old primary in that time are what the announcement
+// lets a Pool avoid.
+func AnnouncementLead(d time.Duration) Option { return func(o *options) { o.lead = d } }
 
 // Named names the cluster (and its namespace); "pg" by default.
 func Named(name string) Option { return func(o *options) { o.name = name } }
@@ -86,7 +94,8 @@ type Cluster struct {
 	Name      string
 	Operator  Operator
 
-	move sync.Mutex // held by each move
+	lead time.Duration // see AnnouncementLead
+	move sync.Mutex    // held by each move
 
 	mu   sync.Mutex // guards pods; no I/O while held
 	pods map[*failovertest.Node]*podState
@@ -104,7 +113,7 @@ type podState struct {
 // stops when the test ends.
 func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
-	o := options{name: "pg"}
+	o := options{name: "pg", lead: 200 * time.Millisecond}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -114,7 +123,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	pg := failovertest.Start(t, o.pg...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := &Cluster{API: o.api, PG: pg, Namespace: o.name, Name: o.name, Operator: o.op, pods: map[*failovertest.Node]*podState{}}
+	c := &Cluster{API: o.api, PG: pg, Namespace: o.name, Name: o.name, Operator: o.op, lead: o.lead, pods: map[*failovertest.Node]*podState{}}
 	t.Cleanup(c.close)
 	if err := c.start(ctx); err != nil {
 		t.Fatal(err)

@@ -27,10 +27,12 @@ type Move struct {
 
 // Switchover moves the primary role to the standby to (nil means the
 // best one) as the operator does for a planned switchover. CloudNativePG
-// first writes targetPrimary, then stops the primary (its pod goes
-// unready), promotes the target, and writes currentPrimary and the
-// labels; the old primary comes back as a ready replica. The others only
-// relabel the pods once the promotion is done.
+// first writes targetPrimary, then (its instance manager reacting, see
+// AnnouncementLead) stops the primary, promotes the
+// target, and writes currentPrimary and the labels; the old primary comes
+// back as a replica. Its pod stays ready throughout, as a kubelet whose
+// readiness probe runs every few seconds would leave it through a fast
+// switchover. The others only relabel the pods once the promotion is done.
 func (c *Cluster) Switchover(ctx context.Context, to *failovertest.Node) (Move, error) {
 	c.move.Lock()
 	defer c.move.Unlock()
@@ -50,7 +52,7 @@ func (c *Cluster) Switchover(ctx context.Context, to *failovertest.Node) (Move, 
 		if err := c.API.SetClusterStatus(ctx, c.Namespace, c.Name, "", c.Pod(to)); err != nil {
 			return m, err
 		}
-		if err := c.API.SetPodStatus(ctx, c.Namespace, c.Pod(from), "", false); err != nil {
+		if err := sleep(ctx, c.lead); err != nil {
 			return m, err
 		}
 	}
@@ -63,10 +65,7 @@ func (c *Cluster) Switchover(ctx context.Context, to *failovertest.Node) (Move, 
 		return m, err
 	}
 	m.Labelled = time.Now()
-	if err := c.relabel(ctx, from, to); err != nil {
-		return m, err
-	}
-	return m, c.API.SetPodStatus(ctx, c.Namespace, c.Pod(from), "", true)
+	return m, c.relabel(ctx, from, to)
 }
 
 // Failover loses the primary as the operator handles it: the primary
@@ -99,12 +98,8 @@ func (c *Cluster) Failover(ctx context.Context, promoteAfter time.Duration) (Mov
 			return m, err
 		}
 	}
-	t := time.NewTimer(promoteAfter)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return m, ctx.Err()
-	case <-t.C:
+	if err := sleep(ctx, promoteAfter); err != nil {
+		return m, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	writable := waitWritable(wctx, m.To)
@@ -173,4 +168,17 @@ func (c *Cluster) Reschedule(ctx context.Context, n *failovertest.Node) (string,
 		return "", err
 	}
 	return c.PodAddr(n), nil
+}
+
+// sleep waits d, or until ctx ends. It plays the time an operator takes
+// between two steps: part of the scenario, not a wait for a condition.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
