@@ -151,6 +151,24 @@ func TestDrills(t *testing.T) {
 		if hosts[old] || !hosts[addr] {
 			t.Errorf("hosts %v: want %s and not %s", hosts, addr, old)
 		}
+
+		// Steady state: the Pool sends the API server nothing beyond its
+		// open watch while calls go on.
+		reqBefore, _, err := api.Requests(ctx, "pods")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads := l.readCount(portOf(r))
+		waitUntil(t, 30*time.Second, "more reads", func() bool { return l.readCount(portOf(r)) >= reads+500 })
+		reqAfter, watches, err := api.Requests(ctx, "pods")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("pod requests while steady: %d LIST, %d GET, %d WATCH ended; %d watches of pods open on the server (the server holds one of its own)",
+			reqAfter["LIST"]-reqBefore["LIST"], reqAfter["GET"]-reqBefore["GET"], reqAfter["WATCH"]-reqBefore["WATCH"], watches)
+		if reqAfter["LIST"] != reqBefore["LIST"] || reqAfter["WATCH"] != reqBefore["WATCH"] {
+			t.Errorf("requests while steady: before %v, after %v", reqBefore, reqAfter)
+		}
 		l.check(t, ctx, pool)
 	})
 

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -342,4 +343,48 @@ func (a *APIServer) Do(ctx context.Context, method, path string, body, out any) 
 		}
 	}
 	return nil
+}
+
+// Requests returns how many requests the server has served for a
+// resource ("pods", "clusters"), by verb (LIST, WATCH, GET, ...), read
+// from its metrics (apiserver_request_total; a watch counts once it
+// ends), and how many watches of it are open now (the server holds one
+// of pods of its own).
+func (a *APIServer) Requests(ctx context.Context, resource string) (byVerb map[string]int, openWatches int, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL()+"/metrics", nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kubetest: /metrics: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a.adminToken)
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kubetest: /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kubetest: /metrics: %w", err)
+	}
+	byVerb = map[string]int{}
+	res := `resource="` + resource + `"`
+	for _, line := range strings.Split(string(body), "\n") {
+		total := strings.HasPrefix(line, "apiserver_request_total{")
+		open := strings.HasPrefix(line, "apiserver_longrunning_requests{")
+		if (!total && !open) || !strings.Contains(line, res) || !strings.Contains(line, `subresource=""`) {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		n, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		verb := line[strings.Index(line, `verb="`)+6:]
+		verb = verb[:strings.IndexByte(verb, '"')]
+		if total {
+			byVerb[verb] += int(n)
+		} else if verb == "WATCH" {
+			openWatches += int(n)
+		}
+	}
+	return byVerb, openWatches, nil
 }
