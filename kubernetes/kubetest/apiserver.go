@@ -388,3 +388,25 @@ func (a *APIServer) Requests(ctx context.Context, resource string) (byVerb map[s
 	}
 	return byVerb, openWatches, nil
 }
+
+// ServiceAccountDir writes what a pod's service account mount holds
+// (token, ca.crt, namespace) for SourceUser in namespace, into a
+// directory of its own, and returns it with the environment a pod gets
+// (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT): the in-cluster
+// credentials, for a test that has no pod.
+func (a *APIServer) ServiceAccountDir(namespace string) (dir string, env map[string]string, err error) {
+	dir = filepath.Join(a.dir, "serviceaccount-"+namespace)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("kubetest: %w", err)
+	}
+	ca, err := os.ReadFile(filepath.Join(a.dir, "certs", "apiserver.crt"))
+	if err != nil {
+		return "", nil, fmt.Errorf("kubetest: the server's certificate: %w", err)
+	}
+	for name, body := range map[string]string{"token": a.userToken, "ca.crt": string(ca), "namespace": namespace} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			return "", nil, fmt.Errorf("kubetest: %w", err)
+		}
+	}
+	return dir, map[string]string{"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": strconv.Itoa(a.port)}, nil
+}
