@@ -26,7 +26,9 @@
 // never started, and the harness writes their status as the kubelet would.
 // [APIServer.Stop] and [APIServer.Start] take the server away and bring
 // it back on the same port, for drills of a Source whose API server is
-// gone for a while.
+// gone for a while; [APIServer.Requests] counts the requests it served,
+// from its metrics; [APIServer.ServiceAccountDir] writes the files a
+// pod's service account mount holds, for the in-cluster credentials.
 //
 // The kube-apiserver binary is built from source once per machine, with
 // the go command (a few minutes), and cached in DefaultCacheDir; the
