@@ -113,6 +113,8 @@
 //   - reads.md: the Reader, read-your-writes, causal tokens, max_lag
 //   - databasesql-and-pgxpool.md: database/sql, PgxPool, LISTEN/NOTIFY
 //   - patroni.md: Patroni, other topology sources, local-first fallback
+//   - kubernetes.md: hosts and the next primary from the operators' pods and
+//     CloudNativePG's Cluster (module github.com/pgfailover/pgfailover/kubernetes)
 //   - observability.md: the metric catalog, spans, logs
 //   - errors.md: each error, the did-not-run rule, settling an unknown outcome
 //   - performance.md: client CPU beside pgxpool, failover timings
