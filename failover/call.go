@@ -186,9 +186,11 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, err
 		}
 		conn, err := c.acquireFrom(h)
-		if err == nil && c.picker.reads != nil && c.reason.OnReplica() && c.p.reader.elsewhere(h, conn) {
+		if err == nil && c.picker.reads != nil && c.p.reader.elsewhere(h, conn) {
 			// Behind a name that spreads connections over servers, this
-			// one's server is judged on the connection itself.
+			// one's server is judged on the connection itself, whether
+			// the read was routed to h as a replica or as the primary:
+			// the server it reached may be neither.
 			if !c.p.reader.confirmElsewhere(c, h, conn) {
 				conn.Release()
 				continue

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,6 +57,12 @@ func (pk picker) next(rs *routes, c *call) (h *hostpool.Host, heldBack bool) {
 	for _, h := range rs.Ranked[pk.target] {
 		if c.heldBack(h) {
 			heldBack = true
+			continue
+		}
+		if c.picker.reads != nil && c.ev != nil && slices.Contains(c.ev.behind, h.Addr) {
+			// On the Reader's way to the primary: a host whose
+			// connection reached another server that could not take the
+			// read (Reader.confirmElsewhere) is passed over for it.
 			continue
 		}
 		return h, heldBack

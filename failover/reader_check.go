@@ -57,7 +57,9 @@ func (r *Reader) elsewhere(h *hostpool.Host, conn *pgxpool.Conn) bool {
 // read takes conn; if not, h is passed over for the read.
 func (r *Reader) confirmElsewhere(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 	maxLag := r.router.Policy.MaxLag
-	ok, waited := !c.reason.InOutage(), false
+	// A read pinned without a position must go to the primary itself,
+	// which this connection did not reach.
+	ok, waited := !c.reason.InOutage() && c.after != unknownPosition, false
 	if ok && (c.after != 0 || maxLag > 0) {
 		var got replica.LSN
 		got, ok, waited = r.replayed(c, h, conn, c.after)
