@@ -140,7 +140,7 @@ func (p *Pool) wrote(ctx context.Context, h *hostpool.Host) {
 		p.noteWrite()
 	}
 	if tok := causalTokenFrom(ctx); tok != nil {
-		since := p.hosts.Epoch(h.Addr)
+		since := p.hosts.EpochOf(h)
 		s, ok := p.samplePrimary(ctx, h)
 		if !ok {
 			tok.advance(unknownPosition)

@@ -229,7 +229,7 @@ func (r *Reader) pin(c *call) {
 			c.after = s.LSN
 			return
 		case replica.Ask:
-			since := r.p.hosts.Epoch(h.Addr)
+			since := r.p.hosts.EpochOf(h)
 			s, ok := r.p.samplePrimary(c.ctx, h)
 			r.p.state.AnswerSample(h.Addr, since, s, ok)
 			if ok && s.At.After(wrote) {

@@ -236,7 +236,7 @@ func (ch *connectChain) dialFunc(ctx context.Context, network, addr string) (net
 		return nil, &errPassedOver{addr: e.h.Addr}
 	}
 	ch.round = e.round
-	ch.since = ch.set.Epoch(e.h.Addr)
+	ch.since = ch.set.EpochOf(e.h)
 	conn, err := ch.dial(ctx, network, addr)
 	if err == nil {
 		ch.reached = true

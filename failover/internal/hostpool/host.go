@@ -197,7 +197,7 @@ func (s *Set) buildPool(h *Host, cfg *pgxpool.Config, target hosthealth.Target, 
 		// cc is this connection's own copy: its sockets, and its cancel
 		// requests, are counted as the host's.
 		cc.DialFunc = s.noteRefusedDial(h, h.Socks.DialFunc(cc.DialFunc, true))
-		opened, since := s.cfg.Telemetry.Connecting(h.Server, h.Addr, purpose), s.state.Epoch(h.Addr)
+		opened, since := s.cfg.Telemetry.Connecting(h.Server, h.Addr, purpose), s.EpochOf(h)
 		cc.ValidateConnect = func(ctx context.Context, conn *pgconn.PgConn) error {
 			if err := s.CheckRole(ctx, h, conn, target, since); err != nil {
 				return err
@@ -439,7 +439,7 @@ func (s *Set) StillOpen(h *Host, st *ConnState) bool {
 // timed out, or whose caller gave up, is left to the call to judge.
 func (s *Set) noteRefusedDial(h *Host, dial pgconn.DialFunc) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		since := s.state.Epoch(h.Addr)
+		since := s.EpochOf(h)
 		c, err := dial(ctx, network, addr)
 		if err != nil && !outcome.CallerDone(ctx) && hosthealth.Classify(err) == hosthealth.Transport {
 			s.MarkFailed(h, since, hosthealth.Transport, err)
@@ -460,7 +460,7 @@ func (s *Set) tryConnect(ctx context.Context, h *Host, timeout time.Duration) er
 		}
 	}
 	cfg.DialFunc = h.Socks.DialFunc(cfg.DialFunc, false)
-	since := s.state.Epoch(h.Addr)
+	since := s.EpochOf(h)
 	conn, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ type ProbeResult struct {
 // as the probe began, so that an answer that arrives after a newer failure
 // is not taken for news (Probed).
 func (s *Set) ProbeOnce(ctx context.Context, h *Host, plan probe.Plan) ProbeResult {
-	since := s.state.Epoch(h.Addr)
+	since := s.EpochOf(h)
 	h.Probes.Add(1)
 	return ProbeResult{Result: h.Probe.Run(ctx, s.cfg.Clock.Now, s.cfg.ProbeConnectTimeout, s.cfg.HealthProbeTimeout, plan), since: since}
 }

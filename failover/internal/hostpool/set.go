@@ -157,15 +157,12 @@ func (s *Set) firstRanked() string {
 // Hosts is the published host table's hosts, in order.
 func (s *Set) Hosts() []*Host { return s.state.Routes().Table.List }
 
-// Epoch is the host at addr's epoch now (hoststate.Owner.Epoch): a
-// connect or probe that begins reads it, and an answer it brings back is
-// dropped if the host failed since.
-func (s *Set) Epoch(addr string) hoststate.Epoch { return s.state.Epoch(addr) }
-
-// EpochOf is Epoch for host h, in one atomic load once h has read its
-// counter: a call's pick reads it (hoststate.Owner.Counter). The counter
-// outlives h, which the table holds only while its address is in host
-// state's set.
+// EpochOf is host h's epoch now (hoststate.Owner.Epoch), the one way
+// the package and its callers read it: a pick, a dial, a login, a probe
+// or a sample that begins reads it, and what it brings back is dropped if
+// the host failed since. Once h has read host state's counter
+// (hoststate.Owner.Counter) it is one atomic load; the counter outlives
+// h, which the table holds only while its address is in host state's set.
 func (s *Set) EpochOf(h *Host) hoststate.Epoch {
 	c := h.epoch.Load()
 	if c == nil {
