@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/flight"
 )
 
 // Defaults of ClientConfig.
@@ -64,10 +65,7 @@ type Client struct {
 	tel       clientTelemetry
 	clock     clock.Clock
 
-	// mu guards current, the round in flight that callers share, and the
-	// waiters count of every flight. No I/O happens while it is held.
-	mu      sync.Mutex
-	current *flight
+	rounds flight.Group[*Cluster] // the round in flight that callers share
 }
 
 // endpoint is one API URL, split into what is sent and what is shown.
@@ -158,16 +156,6 @@ func (c *Client) CloseIdleConnections() {
 	}
 }
 
-// flight is one round of requests, shared by every caller of Cluster that
-// arrives while it runs.
-type flight struct {
-	done    chan struct{} // closed when cluster and err are set
-	cluster *Cluster
-	err     error
-	cancel  context.CancelFunc
-	waiters int // guarded by Client.mu
-}
-
 // Cluster asks every URL for GET /cluster at once and returns the first
 // good answer; the other requests are cancelled and waited for before it
 // returns. Callers that arrive while a round is in flight share it: a
@@ -178,61 +166,7 @@ type flight struct {
 // When no URL gives a good answer, the error names each URL (without its
 // user info) and why it failed.
 func (c *Client) Cluster(ctx context.Context) (*Cluster, error) {
-	// This is singleflight with one addition golang.org/x/sync/singleflight
-	// lacks: the shared round is cancelled, and its goroutines joined, once
-	// no caller is left waiting for it.
-	c.mu.Lock()
-	f := c.current
-	if f == nil {
-		// The round outlives any one caller, so it does not take the
-		// caller's cancellation; the last caller to leave cancels it.
-		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		f = &flight{done: make(chan struct{}), cancel: cancel}
-		c.current = f
-		go c.run(rctx, f)
-	}
-	f.waiters++
-	c.mu.Unlock()
-
-	select {
-	case <-f.done:
-		c.leave(f)
-		return f.cluster, f.err
-	case <-ctx.Done():
-		if c.leave(f) {
-			f.cancel()
-			<-f.done
-		}
-		return nil, ctx.Err()
-	}
-}
-
-// leave counts one caller out of f and reports whether it was the last.
-// The last one detaches f, so a new caller starts a fresh round rather
-// than join one being cancelled.
-func (c *Client) leave(f *flight) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f.waiters--
-	if f.waiters > 0 {
-		return false
-	}
-	if c.current == f {
-		c.current = nil
-	}
-	return true
-}
-
-// run performs f's round and publishes its outcome.
-func (c *Client) run(ctx context.Context, f *flight) {
-	f.cluster, f.err = c.round(ctx)
-	f.cancel()
-	c.mu.Lock()
-	if c.current == f {
-		c.current = nil
-	}
-	c.mu.Unlock()
-	close(f.done)
+	return c.rounds.Do(ctx, c.round)
 }
 
 // round asks every endpoint in parallel and returns the first good answer.

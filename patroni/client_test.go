@@ -265,9 +265,7 @@ func TestClusterSharedByConcurrentCallers(t *testing.T) {
 		})
 	}
 	waitFor(t, "every caller to join the round", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.current != nil && c.current.waiters == callers
+		return c.rounds.Waiting() == callers
 	})
 	// Both requests of the round must have arrived before either is
 	// answered: the first answer cancels a request still being sent.
@@ -308,9 +306,7 @@ func TestClusterCallerGivesUp(t *testing.T) {
 	go func() { _, err := c.Cluster(ctx1); errs <- err }()
 	go func() { _, err := c.Cluster(ctx2); errs <- err }()
 	waitFor(t, "both callers to join", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.current != nil && c.current.waiters == 2 && api.requests.Load() == 1
+		return c.rounds.Waiting() == 2 && api.requests.Load() == 1
 	})
 	cancel1()
 	if err := <-errs; !errors.Is(err, context.Canceled) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/flight"
 	"github.com/pgfailover/pgfailover/topology"
 )
 
@@ -73,9 +74,7 @@ type LocalFirst struct {
 
 	candidateFailed metric.Int64Counter // pgfailover.fallback.candidate_failures
 
-	// mu guards round. No I/O while held.
-	mu    sync.Mutex
-	round chan struct{} // closed when the discovery round under way ends; nil when none runs
+	rounds flight.Group[string] // the discovery round under way, which every caller shares; it ends with the winner
 }
 
 // NewLocalFirst checks cfg and returns a LocalFirst that has run nothing
@@ -197,40 +196,26 @@ func (lf *LocalFirst) wait(ctx context.Context, round <-chan struct{}) {
 // discover starts a discovery round unless one runs, and returns a channel
 // closed when it ends. Every caller told to discover at once shares it.
 func (lf *LocalFirst) discover() <-chan struct{} {
-	lf.mu.Lock()
-	defer lf.mu.Unlock()
-	if lf.round != nil {
-		return lf.round
-	}
-	done := make(chan struct{})
-	lf.round = done
-	lf.cfg.Go(func() {
-		defer func() {
-			lf.mu.Lock()
-			lf.round = nil
-			lf.mu.Unlock()
-			close(done)
-		}()
-		lf.runRound()
-	})
-	return done
+	return lf.rounds.Start(lf.cfg.Life, lf.cfg.Go, lf.runRound)
 }
 
 // runRound races the candidates of each wave in turn until one connects in
-// a role the pool's target accepts.
-func (lf *LocalFirst) runRound() {
+// a role the pool's target accepts, and returns its address, or "" when
+// none did before life or the plan's time ended.
+func (lf *LocalFirst) runRound(life context.Context) (string, error) {
 	plan := lf.fb.Plan(lf.cfg.clock.Now())
-	ctx, cancel := context.WithTimeout(lf.cfg.Life, plan.Timeout(lf.cfg.clock.Now()))
+	ctx, cancel := context.WithTimeout(life, plan.Timeout(lf.cfg.clock.Now()))
 	defer cancel()
 	for _, wave := range plan.Waves {
 		if winner := lf.race(ctx, wave, plan); winner != "" {
 			lf.won(winner)
-			return
+			return winner, nil
 		}
 		if ctx.Err() != nil {
-			return
+			break
 		}
 	}
+	return "", nil
 }
 
 // race connects to every candidate of wave at once and returns the first

@@ -16,6 +16,7 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/backoff"
+	"github.com/pgfailover/pgfailover/internal/flight"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
@@ -170,14 +171,16 @@ type dsnConnector struct {
 	// it, without mu (see Conn.ended).
 	closing atomic.Bool
 
+	// creation is the Pool's creation in flight, which every Connect
+	// that finds no Pool shares.
+	creation flight.Group[driver.Connector]
+
 	// mu guards the fields below. No I/O while held: the Pool is created
-	// outside it, by one Connect at a time, the others waiting on
-	// creating or their own context.
-	mu       sync.Mutex
-	pool     *failover.Pool
-	inner    driver.Connector // pgx's connector over pool
-	creating chan struct{}    // closed when the creation in flight ends
-	closed   bool
+	// outside it.
+	mu     sync.Mutex
+	pool   *failover.Pool
+	inner  driver.Connector // pgx's connector over pool
+	closed bool
 	// held counts the connections handed to database/sql and not yet
 	// closed, and the Connects in flight.
 	held int
@@ -232,51 +235,46 @@ func (c *dsnConnector) release() {
 	}
 }
 
+// connector returns pgx's connector over the Pool, creating the Pool
+// first when there is none.
 func (c *dsnConnector) connector(ctx context.Context) (driver.Connector, error) {
-	for {
-		c.mu.Lock()
-		switch {
-		case c.closed:
-			c.mu.Unlock()
-			return nil, failover.ErrClosed
-		case c.inner != nil:
-			inner := c.inner
-			c.mu.Unlock()
-			return inner, nil
-		case c.creating != nil:
-			wait := c.creating
-			c.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		done := make(chan struct{})
-		c.creating = done
-		c.mu.Unlock()
-
-		pool, err := failover.NewWithConfig(ctx, c.cfg)
-
-		c.mu.Lock()
-		c.creating = nil
-		close(done)
-		closed := c.closed
-		if err == nil && !closed {
-			c.pool, c.inner = pool, connector(pool)
-		}
-		inner := c.inner
-		c.mu.Unlock()
-		switch {
-		case err != nil:
-			return nil, err
-		case closed:
-			pool.Close()
-			return nil, failover.ErrClosed
-		}
+	c.mu.Lock()
+	closed, inner := c.closed, c.inner
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return nil, failover.ErrClosed
+	case inner != nil:
 		return inner, nil
 	}
+	return c.creation.Do(ctx, c.create)
+}
+
+// create creates the Pool and keeps it, unless one was kept meanwhile or
+// Close came first, which leaves it to close the Pool it made.
+func (c *dsnConnector) create(ctx context.Context) (driver.Connector, error) {
+	c.mu.Lock()
+	inner := c.inner
+	c.mu.Unlock()
+	if inner != nil {
+		return inner, nil
+	}
+	pool, err := failover.NewWithConfig(ctx, c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.pool, c.inner = pool, connector(pool)
+	}
+	inner = c.inner
+	c.mu.Unlock()
+	if closed {
+		pool.Close()
+		return nil, failover.ErrClosed
+	}
+	return inner, nil
 }
 
 // Driver returns the pgfailover driver.
