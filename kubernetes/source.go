@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgfailover/pgfailover/internal/backoff"
+	"github.com/pgfailover/pgfailover/internal/clock"
+	"github.com/pgfailover/pgfailover/internal/lograte"
 	"github.com/pgfailover/pgfailover/kubernetes/internal/kubeapi"
 	"github.com/pgfailover/pgfailover/topology"
 )
@@ -63,7 +66,10 @@ type SourceConfig struct {
 	Logger *slog.Logger
 
 	// backoff is the reflectors' pause after a failure; tests shorten it.
-	backoff kubeapi.Backoff
+	backoff backoff.Exponential
+	// clock times the pauses, the watches and the warnings; nil means
+	// the wall clock.
+	clock clock.Clock
 }
 
 // Source reports the pods of a PostgreSQL cluster on Kubernetes as a
@@ -75,7 +81,8 @@ type Source struct {
 	cluster   string
 	rules     memberRules
 	log       *slog.Logger
-	backoff   kubeapi.Backoff
+	backoff   backoff.Exponential
+	clock     clock.Clock
 	watching  atomic.Bool
 }
 
@@ -109,6 +116,10 @@ func newSource(cfg SourceConfig, kc *kubeapi.Config) (*Source, error) {
 		},
 		log:     cfg.Logger,
 		backoff: cfg.backoff,
+		clock:   cfg.clock,
+	}
+	if s.clock == nil {
+		s.clock = clock.Real()
 	}
 	if s.selector == "" {
 		s.selector = LabelCNPGCluster + "=" + cfg.Cluster + "," + LabelCNPGRole
@@ -173,7 +184,7 @@ func (s *Source) Watch(ctx context.Context, update func(topology.Topology)) erro
 	defer cancel() // before wg.Wait: the reflectors end with ctx
 	follow := func(path string, q url.Values, h kubeapi.Handler) {
 		wg.Go(func() {
-			r := &kubeapi.Reflector{Client: s.client, Path: path, Query: q, Backoff: s.backoff}
+			r := &kubeapi.Reflector{Client: s.client, Path: path, Query: q, Backoff: s.backoff, Clock: s.clock}
 			r.Run(ctx, h)
 		})
 	}
@@ -183,7 +194,7 @@ func (s *Source) Watch(ctx context.Context, update func(topology.Topology)) erro
 		Apply:   func(ev kubeapi.Event) { send(func(w *watch) { w.applyPod(ev) }) },
 		Failed:  func(err error) { send(func(w *watch) { w.failed("pods", err) }) },
 	})
-	w := &watch{Source: s, update: update, v: view{pods: map[string]*pod{}}, warned: map[string]time.Time{}}
+	w := &watch{Source: s, update: update, v: view{pods: map[string]*pod{}}, warnings: lograte.New(warnEvery, s.clock)}
 	if s.cluster != "" {
 		follow("/apis/postgresql.cnpg.io/v1/namespaces/"+ns+"/clusters",
 			url.Values{"fieldSelector": {"metadata.name=" + s.cluster}}, kubeapi.Handler{
@@ -215,8 +226,8 @@ type watch struct {
 	podsKnown, clusterKnown bool
 	last                    []topology.Member
 	reported                bool
-	// warned holds when a warning of each kind was last logged.
-	warned map[string]time.Time
+	// warnings lets one warning of each kind through each warnEvery.
+	warnings *lograte.Limiter
 	// failures counts the failed requests since the last good one.
 	failures int
 }
@@ -300,8 +311,8 @@ func (w *watch) healthy() {
 	}
 	w.logAttrs(slog.LevelInfo, "kubernetes: the API server answers again", slog.Int("failures", w.failures))
 	w.failures = 0
-	delete(w.warned, "down:pods")
-	delete(w.warned, "down:cluster")
+	w.warnings.Forget("down:pods")
+	w.warnings.Forget("down:cluster")
 }
 
 // report calls update when the members changed.
@@ -330,16 +341,19 @@ func (w *watch) report(ctx context.Context) {
 	w.update(topology.Topology{Members: slices.Clone(members)})
 }
 
-// warn logs a warning of kind, at most once each warnEvery.
+// warn logs a warning of kind, at most once each warnEvery; the line
+// that passes says how many were held back before it.
 func (w *watch) warn(kind, msg string, attrs ...slog.Attr) {
 	if w.log == nil {
 		return
 	}
-	now := time.Now()
-	if last, ok := w.warned[kind]; ok && now.Sub(last) < warnEvery {
+	ok, suppressed := w.warnings.Allow(kind)
+	if !ok {
 		return
 	}
-	w.warned[kind] = now
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int("suppressed", suppressed))
+	}
 	w.logAttrs(slog.LevelWarn, msg, attrs...)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgfailover/pgfailover/internal/backoff"
 	"github.com/pgfailover/pgfailover/kubernetes/internal/kubeapi"
 	"github.com/pgfailover/pgfailover/topology"
 )
@@ -57,7 +58,7 @@ func TestSourceKeepsTheLastTopology(t *testing.T) {
 	f.list = fmt.Sprintf(`{"metadata":{"resourceVersion":"1"},"items":[%s,%s]}`, a, b)
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	src, err := newSource(SourceConfig{Selector: "application=spilo", backoff: kubeapi.Backoff{Initial: time.Millisecond}},
+	src, err := newSource(SourceConfig{Selector: "application=spilo", backoff: backoff.Exponential{Initial: time.Millisecond}},
 		&kubeapi.Config{Server: srv.URL, Namespace: "db"})
 	if err != nil {
 		t.Fatal(err)

@@ -222,7 +222,7 @@ func (w *watch) members(ctx context.Context, cl *Cluster) []topology.Member {
 			w.logAttrs(ctx, slog.LevelWarn, msg,
 				slog.String("issues", strings.Join(firstN(notes, 5), "; ")),
 				slog.Int("count", len(notes)),
-				slog.Int("suppressed_warnings", suppressed))
+				slog.Int("suppressed", suppressed))
 		}
 	}
 	return out
@@ -292,7 +292,7 @@ func (w *watch) unreachable(ctx context.Context, err error) {
 	if ok, suppressed := w.warnings.Allow(warnDown); ok {
 		w.logAttrs(ctx, slog.LevelWarn, "patroni: cannot read /cluster; keeping the last topology",
 			slog.String("error", err.Error()),
-			slog.Int("suppressed_warnings", suppressed))
+			slog.Int("suppressed", suppressed))
 	}
 }
 

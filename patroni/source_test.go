@@ -307,7 +307,7 @@ func TestSourceUnreachable(t *testing.T) {
 	}
 	// ...and counted in the next warning.
 	h.tick()
-	if h.logs.count(warning) != 2 || h.logs.count("suppressed_warnings=19") != 1 {
+	if h.logs.count(warning) != 2 || h.logs.count("suppressed=19") != 1 {
 		t.Fatalf("logs: %s", h.logs)
 	}
 	h.body.set(cluster3)

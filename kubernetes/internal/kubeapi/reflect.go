@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"time"
+
+	"github.com/pgfailover/pgfailover/internal/backoff"
+	"github.com/pgfailover/pgfailover/internal/clock"
 )
 
 // Handler receives what a Reflector learns. Its functions are called
@@ -24,39 +27,45 @@ type Handler struct {
 // drops it watches again from the last resourceVersion it saw (an event's
 // or a bookmark's), so no change is missed; when the server answers that
 // this version is too old (410 Gone) it lists again, and Replace gets the
-// whole collection. Failures are retried after a pause that doubles from
-// Backoff.Initial to Backoff.Max, jittered.
+// whole collection. Failures are retried after a pause on the Backoff
+// curve, drawn with equal jitter.
 type Reflector struct {
 	Client *Client
 	Path   string     // the collection, /api/v1/namespaces/db/pods say
 	Query  url.Values // labelSelector, fieldSelector
-	// Backoff is the pause after a failure; the zero value means 100ms
-	// doubling to 5s.
-	Backoff Backoff
+	// Backoff is the curve of pauses after failures in a row; the zero
+	// value means 100ms doubling to 5s.
+	Backoff backoff.Exponential
+	// Clock times the pauses and the watches; nil means the wall clock.
+	Clock clock.Clock
 }
 
-// Backoff is the range of pauses after failures in a row.
-type Backoff struct{ Initial, Max time.Duration }
+// servedFor is how long a watch that saw no event must have lasted to
+// count as one that served: the server ending it then is routine, and
+// the next watch starts at once.
+const servedFor = 10 * time.Second
 
 // Run lists and watches until ctx ends.
 func (r *Reflector) Run(ctx context.Context, h Handler) {
-	b := r.Backoff
-	if b.Initial <= 0 {
-		b.Initial = 100 * time.Millisecond
+	curve, clk := r.Backoff, r.Clock
+	if curve.Initial <= 0 {
+		curve.Initial = 100 * time.Millisecond
 	}
-	if b.Max < b.Initial {
-		b.Max = max(5*time.Second, b.Initial)
+	if curve.Max < curve.Initial {
+		curve.Max = max(5*time.Second, curve.Initial)
 	}
-	pause := b.Initial
+	if clk == nil {
+		clk = clock.Real()
+	}
+	failures := 0 // in a row
 	wait := func() bool {
-		d := pause/2 + rand.N(pause/2+1) // [1/2, 1] of it
-		pause = min(2*pause, b.Max)
-		t := time.NewTimer(d)
+		failures++
+		t := clk.NewTimer(backoff.DrawEqual(curve.Base(failures), rand.Int64N))
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
 			return false
-		case <-t.C:
+		case <-t.C():
 			return true
 		}
 	}
@@ -77,7 +86,7 @@ func (r *Reflector) Run(ctx context.Context, h Handler) {
 			rv = l.ResourceVersion
 			h.Replace(l.Items)
 		}
-		start, events := time.Now(), 0
+		start, events := clk.Now(), 0
 		err := r.Client.Watch(ctx, r.Path, r.Query, rv, func(ev Event) {
 			rv = ev.ResourceVersion
 			if ev.Type != "BOOKMARK" {
@@ -88,19 +97,18 @@ func (r *Reflector) Run(ctx context.Context, h Handler) {
 		if ctx.Err() != nil {
 			return
 		}
-		lasted := time.Since(start) > 10*time.Second || events > 0
+		served := events > 0 || clk.Now().Sub(start) > servedFor
+		if served {
+			failures = 0 // the next failure starts the curve again
+		}
 		switch {
 		case IsGone(err):
 			rv = "" // list again, now
 			continue
+		case err == nil && served:
+			continue // the server ended a watch that served: watch again now
 		case err != nil:
 			h.Failed(err)
-		case lasted:
-			pause = b.Initial
-			continue // the server ended a watch that served: watch again now
-		}
-		if lasted {
-			pause = b.Initial
 		}
 		if !wait() {
 			return

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pgfailover/pgfailover/internal/backoff"
 )
 
 // script is a fake API server for one collection: each request takes the
@@ -147,7 +149,7 @@ func run(t *testing.T, s *script, steps int) (asked, got string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r := &Reflector{Client: c, Path: "/api/v1/namespaces/db/pods", Backoff: Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond}}
+		r := &Reflector{Client: c, Path: "/api/v1/namespaces/db/pods", Backoff: backoff.Exponential{Initial: time.Millisecond, Max: 2 * time.Millisecond}}
 		r.Run(ctx, rec.handler())
 	}()
 	waitFor(t, "the script to be spent", func() bool { return len(strings.Fields(s.log())) > steps })
