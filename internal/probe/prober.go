@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -173,8 +174,8 @@ type Plan struct {
 // by its own length on top. A server that refuses the watch is asked
 // again at once without one, and polled from then on. A plain probe (no
 // watch, no fresh connection) is asked on a connection Lend lends when
-// there is one.
-func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout, answerTimeout time.Duration, plan Plan) Result {
+// there is one. The time each question was asked is read on clk.
+func (pr *Prober) Run(ctx context.Context, clk clock.Clock, connectTimeout, answerTimeout time.Duration, plan Plan) Result {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if plan.Fresh {
@@ -183,7 +184,7 @@ func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout,
 		if loan, ok := pr.Lend(ctx); ok {
 			pr.closeLocked()
 			defer loan.Return()
-			return pr.question(ctx, now, answerTimeout, Watch{}, loan.Conn, loan.Prepared)
+			return pr.question(ctx, clk, answerTimeout, Watch{}, loan.Conn, loan.Prepared)
 		}
 	}
 	if pr.conn == nil || pr.conn.IsClosed() {
@@ -207,7 +208,7 @@ func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout,
 		pr.unwatched.Store(false)
 		pr.prepared, pr.unprepared = [2]bool{}, false
 	}
-	res := pr.question(ctx, now, answerTimeout, plan.Watch, pr.conn, &pr.prepared)
+	res := pr.question(ctx, clk, answerTimeout, plan.Watch, pr.conn, &pr.prepared)
 	if res.Err != nil {
 		pr.closeLocked()
 	}
@@ -217,12 +218,12 @@ func (pr *Prober) Run(ctx context.Context, now func() time.Time, connectTimeout,
 // question asks the probe's question on conn, whose prepared statements
 // prepared tracks, and reads the answer. A connection that failed is
 // closed. Called with mu held.
-func (pr *Prober) question(ctx context.Context, now func() time.Time, answerTimeout time.Duration, watch Watch, conn *pgconn.PgConn, prepared *[2]bool) Result {
-	asked := now()
+func (pr *Prober) question(ctx context.Context, clk clock.Clock, answerTimeout time.Duration, watch Watch, conn *pgconn.PgConn, prepared *[2]bool) Result {
+	asked := clk.Now()
 	res := pr.ask(ctx, answerTimeout, watch, conn, prepared)
 	if watch.Checks > 0 && refusedOnly(conn, res.Err) {
 		pr.unwatched.Store(true)
-		asked = now()
+		asked = clk.Now()
 		res = pr.ask(ctx, answerTimeout, Watch{}, conn, prepared)
 	}
 	if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) != probeWidth) {

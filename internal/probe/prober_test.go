@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/netconn"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
 )
@@ -31,7 +32,7 @@ func TestProbeStatementsForgotten(t *testing.T) {
 	defer pr.Close()
 	probe := func(what string) {
 		t.Helper()
-		r := pr.Run(ctx, time.Now, 5*time.Second, 5*time.Second, Plan{})
+		r := pr.Run(ctx, clock.Real(), 5*time.Second, 5*time.Second, Plan{})
 		if r.Err != nil || r.Role != hosthealth.RolePrimary {
 			t.Fatalf("%s: role %v, error %v; want the primary's answer", what, r.Role, r.Err)
 		}

@@ -23,7 +23,7 @@ type ProbeResult struct {
 func (s *Set) ProbeOnce(ctx context.Context, h *Host, plan probe.Plan) ProbeResult {
 	since := s.EpochOf(h)
 	h.Probes.Add(1)
-	return ProbeResult{Result: h.Probe.Run(ctx, s.cfg.Clock.Now, s.cfg.ProbeConnectTimeout, s.cfg.HealthProbeTimeout, plan), since: since}
+	return ProbeResult{Result: h.Probe.Run(ctx, s.cfg.Clock, s.cfg.ProbeConnectTimeout, s.cfg.HealthProbeTimeout, plan), since: since}
 }
 
 // Probed records a probe's outcome on host h. An answer to a probe that
