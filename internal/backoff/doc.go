@@ -8,14 +8,19 @@
 //
 //   - a Pool's calls, its Listener and the database/sql driver of
 //     failover/stdlib wait between attempts with FullJitter
-//     (failover_backoff_initial doubling to failover_backoff_max); a
-//     Policy waits it out on a clock: the Pool's for its calls and its
-//     Listener, the wall clock for the driver;
+//     (failover_backoff_initial doubling to failover_backoff_max): a call
+//     holds the hosts it failed on back until its wait ends, on the Pool's
+//     clock; a Policy waits it out on a clock: the Pool's for RunTx and
+//     the Listener, the wall clock for the driver;
 //   - the probe schedule backs off a host that cannot be reached on the
 //     curve, with DrawEqual, reading the Pool's clock;
 //   - the local-first fallback (patroni.Fallback) cools a candidate that
 //     failed on the curve, with DrawEqual, at the times its caller reads
-//     from the Pool's clock.
+//     from the Pool's clock;
+//   - the Reader pauses between its questions to a replica that has not
+//     yet replayed a read's position on the curve, without jitter;
+//   - the Kubernetes topology source pauses after a failed list or watch
+//     on the curve, with DrawEqual, on its own clock.
 //
 // The curve and the draws are pure: the caller counts the failures and
 // passes the random source, so tests fix the draw.

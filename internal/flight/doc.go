@@ -8,7 +8,8 @@
 // every caller has left is cancelled and joined, and a run can be started
 // with no caller waiting, on a goroutine its owner counts.
 //
-// replica.Sampler is not one: it runs nothing, but names one of its
-// callers to ask the primary, on that caller's goroutine and within its
-// context, so that it stays state its owner decides under its own lock.
+// replica.Sampler, which internal/hoststate.Owner holds for the Reader's
+// pinned reads, is not one: it runs nothing, but names one of its callers
+// to ask the primary, on that caller's goroutine and within its context,
+// and keeps the answer as state under its own lock.
 package flight

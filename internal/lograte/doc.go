@@ -2,8 +2,8 @@
 // lets one line per key through each interval and counts the lines it
 // held back, so the next line that passes can say how many there were.
 // It is the module's one rate limiter for warnings: the Pool's (per host
-// and message) and the Patroni topology source's (per kind) pass through
-// one.
+// and message) and those of the Patroni and Kubernetes topology sources
+// (per kind) pass through one.
 //
 // The Limiter reads time from a clock.Clock, so tests drive it with a
 // fake clock.

@@ -22,8 +22,9 @@ type entry struct {
 	suppressed int       // lines held back since then
 }
 
-// maxKeys bounds the memory a Limiter keeps: keys are host addresses, and
-// a topology that churns through more than this many hosts starts afresh.
+// maxKeys bounds the memory a Limiter keeps: the Pool's keys name a host
+// and a message, and a Limiter that reaches this many keys forgets them
+// all and starts afresh.
 const maxKeys = 1024
 
 // New returns a Limiter that lets one line per key through each every, on

@@ -44,7 +44,8 @@ type Loop struct {
 	Host  Subject
 }
 
-// Run runs the loop: every Schedule.Idle while no call waits, faster while
+// Run runs the loop: every Schedule.Idle while no call waits (less often
+// for a host the Pool does not use, see Subject.InUse), faster while
 // calls wait for a usable host, with a backoff of its own while the host
 // cannot be reached, through fresh connections while the host's name may
 // lag behind a promotion, and at once on a hint. It returns when ctx

@@ -23,7 +23,7 @@ import (
 // server's WAL position: on a primary the position of its last insert
 // (every write it acknowledged lies at or before it, whatever the
 // synchronous_commit), on a replica the position it has replayed to
-// (NULL when it has replayed nothing). The last three are what the
+// (NULL when it has replayed nothing). The fifth to seventh are what the
 // Reader's outage rule needs (see failover.Reader): how far the server received
 // WAL and whether it receives WAL now (ReceivedSQL, ReceivingSQL), and
 // whether it replicates synchronously: a standby must flush a commit

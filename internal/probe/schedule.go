@@ -20,10 +20,10 @@ import (
 //     Reader reads from one) every dormantFactor idles, on a connection
 //     the Pool gives up after each answer;
 //   - calls wait, the host answered its last probe: the wait's age divided
-//     by growth, at least Floor and at most waitMax
-//     (health_probe_wait_max), jittered into [½, 1] of that (never below
-//     Floor), so that instances woken by the same crash do not probe
-//     in step;
+//     by growth, at least Floor and at most WaitMax
+//     (health_probe_wait_max) and idle, jittered into [½, 1] of that
+//     (never below Floor), so that instances woken by the same crash do
+//     not probe in step;
 //   - calls wait for a primary and the host is a replica that a promotion
 //     would make usable: the probe watches instead (see Watch). It waits
 //     on the server, which checks twice per interval of the curve above
@@ -61,8 +61,9 @@ import (
 //   - the server refused for now (too many clients, starting up: Busy):
 //     the same backoff up to backoffMax, waiting or not, so that a full
 //     server is not stormed;
-//   - the server refused the credentials or the database: every idle,
-//     waiting or not; faster would only fill the server's log.
+//   - the server refused the credentials or the database: every idle
+//     (every dormantFactor idles for a Dormant host), waiting or not;
+//     faster would only fill the server's log.
 //
 // The first call to wait wakes every probe at once (see Woken): that is
 // what makes a promotion that happened before the wait seen at once. A
@@ -128,7 +129,7 @@ const (
 	Lagging
 )
 
-// String returns the outcome's name.
+// String returns the finding's name.
 func (o Finding) String() string {
 	switch o {
 	case Answered:
@@ -187,7 +188,7 @@ type Wait struct {
 	Since   time.Time // when the number of waiting calls last rose from zero
 }
 
-// Observe returns st after a probe that ended at now with outcome o; w is
+// Observe returns st after a probe that ended at now with finding o; w is
 // whether calls waited as it began. A probe sent on a fresh connection
 // (Plan.Fresh) is observed with st.FreshAt cleared, so that the next one
 // is drawn from now.
