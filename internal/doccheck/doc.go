@@ -23,8 +23,11 @@
 //     not name;
 //   - a fact with one home (statedOnce: how soon calls resume after a
 //     promotion, in docs/performance.md; the did-not-run rule, in
-//     docs/errors.md; the PostgreSQL majors CI tests, in README.md) is
-//     stated on another page, or no longer on its home.
+//     docs/errors.md; the PostgreSQL majors CI tests, in README.md; why
+//     sqlx.Open("pgfailover", dsn) binds the wrong placeholders, in
+//     docs/databasesql-and-pgxpool.md; the probe's backoff of a host
+//     that cannot be reached, in docs/how-failover-works.md) is stated on
+//     another page, or no longer on its home.
 //
 // Each failure names the file and line.
 //

@@ -188,6 +188,16 @@ var statedOnce = []struct {
 		"README.md",
 		regexp.MustCompile(`(?i)PostgreSQL 14 to 18|(full|compatibility) suite on (PostgreSQL )?1[4-8]`),
 	},
+	{
+		"why sqlx.Open(\"pgfailover\", dsn) binds the wrong placeholders",
+		"docs/databasesql-and-pgxpool.md",
+		regexp.MustCompile("(?i)binds? `\\?`|NamedExec`? fails? with[^.]{0,30}42601"),
+	},
+	{
+		"how often a host that cannot be reached, or refuses for now, is probed",
+		"docs/how-failover-works.md",
+		regexp.MustCompile(`(?i)5 ms doubling`),
+	},
 }
 
 // TestStatedOnce fails when a fact with one home is stated on another
