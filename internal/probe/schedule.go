@@ -357,7 +357,7 @@ func (s Schedule) waitInterval(waited time.Duration) time.Duration {
 // waiter woke its loop at now: at once, unless the host is inside its own
 // backoff.
 func (s Schedule) Woken(st State, now time.Time) time.Time {
-	if st.Found == Failed && st.RetryAt.After(now) {
+	if (st.Found == Failed || st.Found == Busy) && st.RetryAt.After(now) {
 		return st.RetryAt
 	}
 	return now

@@ -160,6 +160,7 @@ func TestProbeScheduleWoken(t *testing.T) {
 		{"failed, backoff over", State{Found: Failed, Failures: 8, RetryAt: t0.Add(-ms)}, 0},
 		{"failed, backoff ends at once", State{Found: Failed, Failures: 8, RetryAt: t0}, 0},
 		{"failed, inside its backoff", State{Found: Failed, Failures: 8, RetryAt: t0.Add(300 * ms)}, 300 * ms},
+		{"busy, inside its backoff", State{Found: Busy, Failures: 3, RetryAt: t0.Add(20 * ms)}, 20 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
