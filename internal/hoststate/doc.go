@@ -4,7 +4,9 @@
 // Every observation of a host enters through [Owner.Observe]: a call's
 // failure, a login or a connection that states the server's role, a
 // refused dial, a probe's answer or silence, a replica's replay position
-// seen on one of its connections. A new host set, from the connection
+// seen on one of its connections, the primary's position asked after a
+// write; only the primary's position that a pinned read asked for enters
+// through [Owner.AnswerSample]. A new host set, from the connection
 // string and a topology source, enters through [Owner.SetTable]. The owner
 // folds the observation into the hosts' health ([hosthealth.Snapshot]) and
 // the replicas' freshness ([replica.Book]), publishes one immutable

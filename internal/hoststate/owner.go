@@ -42,8 +42,10 @@ type Owner[T any] struct {
 	lag  *replica.Book // the replicas' freshness; guarded by mu
 	down *Downtime[T]  // while the target has no usable host; guarded by mu
 	// samples is the primary's newest WAL position for the Reader's pins,
-	// and the one request for it in flight. Written under mu, from
-	// observations the Owner took; read through NeedSample.
+	// and the one request for it in flight. Samples are kept under mu,
+	// from observations the Owner took and AnswerSample; NeedSample
+	// reads it, and names the request in flight, under the Sampler's own
+	// lock only.
 	samples replica.Sampler
 	// cur is the published Routes. Readers load it without locking.
 	cur atomic.Pointer[Routes[T]]
@@ -108,7 +110,8 @@ const (
 	// Looked: a look at a replica on one of its connections (Report).
 	Looked
 	// Sampled: the primary's WAL position, Sample, asked on one of its
-	// connections (after a write, or for a read pinned by one).
+	// connections after a write. A read pinned by a write reports the
+	// sample it asked for with AnswerSample instead.
 	Sampled
 )
 
@@ -117,9 +120,9 @@ type Observation struct {
 	Kind Kind
 	Addr string
 	// Since is the host's epoch when what is observed began: the dial,
-	// login, statement or probe (Epoch). A Failed, Answered or Probed
-	// observation that began before the host's latest failure is older
-	// news than that failure, and is dropped.
+	// login, statement or probe (Epoch). A Failed, Answered, Probed or
+	// Sampled observation that began before the host's latest failure is
+	// older news than that failure, and is dropped.
 	Since Epoch
 	Class hosthealth.Class // Failed
 	Role  hosthealth.Role  // Answered
@@ -132,15 +135,17 @@ type Observation struct {
 	// Server is the server the connection of a Replayed or Looked
 	// observation reached, "" when not known. Behind a name that leads to
 	// several servers, what one of them holds says nothing of another:
-	// the observation is dropped unless it is the server the host's
-	// freshness describes (HostStatus.Server).
+	// the observation is dropped when both it and the server the host's
+	// freshness describes (HostStatus.Server) are known and differ.
 	Server string
 }
 
 // Result is what an observation changed.
 type Result[T any] struct {
 	// Dropped is set when the observation was older than the host's
-	// latest failure, or about a host not in the set: nothing was applied.
+	// latest failure, about a host not in the set, or (Replayed, Looked)
+	// made on another server than the one the host's freshness
+	// describes: nothing was applied.
 	Dropped bool
 	// Before and After are the host's status around the observation.
 	Before, After hosthealth.HostStatus
@@ -152,8 +157,10 @@ type Result[T any] struct {
 }
 
 // News is what one publication of the Routes changed in the hosts'
-// health, for the caller to log and record. Only a change of some host's
-// health has News; one of freshness alone has none.
+// health, for the caller to log and record. Only a publication that
+// changes the rankings (a host's health, or a new table that ranks other
+// hosts) has News, and Changes holds health changes only; one of
+// freshness alone has none.
 type News[T any] struct {
 	Changes []Change
 	// Ended is set when the target had no usable host and has one
