@@ -93,8 +93,9 @@ func (e *RoleError) Error() string {
 //     server has spoken, its code wins over whatever else is in the chain.
 //   - context.DeadlineExceeded and pgconn timeouts are Transport.
 //   - A closed connection (pgconn.ErrConnClosed), io.EOF,
-//     io.ErrUnexpectedEOF, net.ErrClosed, any net.Error (which covers
-//     *net.OpError and *net.DNSError), connection-level syscall errnos,
+//     io.ErrUnexpectedEOF, io.ErrClosedPipe, net.ErrClosed, any net.Error
+//     but a bare syscall.Errno (which covers *net.OpError and
+//     *net.DNSError), a bare errno that is connection-level or a timeout,
 //     TLS record, alert and certificate errors, and a *pgconn.ConnectError
 //     carrying none of the above are Transport.
 //   - Anything else is NotFailover. That includes pgconn's "conn busy"

@@ -39,12 +39,13 @@
 //
 // A [Target] names the role a call needs, using libpq's
 // target_session_attrs spellings (see [ParseTarget]). How a host ranks for
-// a target is derived from the facts by [HostStatus.StateFor]: a host whose
-// role, reported or else claimed, the target does not accept ranks as
-// TopologyReject, and so does a server that answered without telling its
-// role when no role is claimed for it either. Under [TargetPreferReplica] both roles are accepted, but a primary
-// ranks as TopologyReject while any replica is Healthy or Unknown; see
-// [Snapshot.State].
+// a target is derived from the facts by [HostStatus.StateFor]: a Healthy
+// or Unknown host whose role, reported or else claimed, the target does
+// not accept ranks as TopologyReject, and so does a server that answered
+// without telling its role when no role is claimed for it either; a host
+// that failed ranks by its failure. Under [TargetPreferReplica] both roles
+// are accepted, but a primary ranks as TopologyReject while any replica is
+// Healthy or Unknown; see [Snapshot.State].
 //
 // Each target has its own ranking, by (state for the target, zone tier),
 // with ties in the order the hosts were given; nothing is shuffled, so a

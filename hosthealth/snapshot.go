@@ -46,10 +46,12 @@ func (h HostStatus) role() Role {
 }
 
 // StateFor is the state the host ranks with for target t: its State, except
-// that a host whose server answered, or whose role is known, ranks as
-// TopologyReject when t does not accept its role. A server that answered
-// without telling its role, and with no role claimed for it, is not
-// accepted by any target.
+// that a Healthy host (its server answered), or an Unknown one whose role
+// is known (reported or claimed), ranks as TopologyReject when t does not
+// accept its role. A server that answered without telling its role, and
+// with no role claimed for it, is not accepted by any target. A host in
+// TransientReject or TransportError ranks with that state whatever its
+// role.
 func (h HostStatus) StateFor(t Target) State {
 	switch h.State {
 	case Healthy:
