@@ -7,11 +7,12 @@ import (
 )
 
 // Sampler keeps the newest sample of the primary's WAL position, from the
-// probes and from requests made for reads, and decides for each read
-// pinned by a write whether a sample taken after the write exists or one
-// must be asked for. At most one request is in flight: every read that
-// needs a sample meanwhile waits for it, so the primary answers one small
-// question per burst of reads instead of one per read.
+// probes, from writes made with a CausalToken and from requests made for
+// reads, and decides for each read pinned by a write whether a sample
+// taken after the write exists or one must be asked for. At most one
+// request is in flight: every read that needs a sample meanwhile waits
+// for it, so the primary answers one small question per burst of reads
+// instead of one per read.
 //
 // A sample says something of one primary only: when the primary changes,
 // what was known of the old one is dropped, and reads pinned by a write
