@@ -92,7 +92,8 @@ const (
 	UseLocal Action = iota
 	// UseFallback: connect to Decision.Addr, the fallback host in force.
 	UseFallback
-	// Discover: refresh the members and race the waves of Plan.
+	// Discover: race the waves of Plan, drawn from the members last set
+	// (SetMembers).
 	Discover
 )
 
@@ -147,8 +148,8 @@ func (p Plan) Timeout(now time.Time) time.Duration {
 // cooldown is over, Decide sends connections to it again.
 //
 // Callers that are told to Discover at the same moment should share one
-// round (Client.Cluster already shares the read of the members) rather
-// than each race the same candidates.
+// round rather than each race the same candidates, as LocalFirst's callers
+// do.
 type Fallback struct {
 	cfg  FallbackConfig
 	rand backoff.Rand // draws each candidate's cooldown

@@ -125,8 +125,10 @@ func (lf *LocalFirst) Budget(configured time.Duration) time.Duration {
 }
 
 // Failed records that a call or probe failed on the host at addr with
-// err: the local server goes into its cooldown, and the fallback host in
-// force is dropped and another looked for.
+// err: the local server goes into its cooldown (unless err is a refusal
+// of the credentials, see Reason.FallsBack), and the fallback host in
+// force, whatever err, is dropped and another looked for. A failure on
+// any other host changes nothing.
 func (lf *LocalFirst) Failed(addr string, err error) {
 	now := lf.cfg.clock.Now()
 	reason := ReasonOf(err)

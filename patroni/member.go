@@ -13,8 +13,9 @@ const (
 	// TagName holds the member's Patroni name.
 	TagName = "patroni.name"
 	// TagRole holds the member's Patroni role as Patroni spells it
-	// ("leader", "sync_standby", "standby_leader", ...): finer than the
-	// claimed hosthealth.Role, which folds every standby into a replica.
+	// ("leader", "sync_standby", "standby_leader", ...; "master" is written
+	// "leader"): finer than the claimed hosthealth.Role, which folds every
+	// standby into a replica.
 	TagRole = "patroni.role"
 	// TagState holds the member's Patroni state ("running", "streaming",
 	// "stopped", ...).
@@ -145,7 +146,8 @@ func (l Lag) String() string {
 type Issue struct {
 	// Index is the member's position in the answer's members list.
 	Index int
-	// Name is the member's name, "" when it has none.
+	// Name is the member's name, "" when it has none; a longer name than
+	// 40 bytes is cut there and ends in "...".
 	Name string
 	// Field names the ignored field; "" when the whole member was
 	// skipped.

@@ -40,8 +40,8 @@ type SourceConfig struct {
 	// AllowList limits the members reported; the zero value allows all.
 	AllowList AllowList
 	// Logger receives warnings (API unreachable, members skipped), at most
-	// one of each kind a minute, and a line when the API answers again;
-	// nil means silence.
+	// one of each kind a minute, a line when the API answers again, and
+	// one when hosts come or go; nil means silence.
 	Logger *slog.Logger
 	// MeterProvider receives pgfailover.patroni.hosts.discovered,
 	// .removed and .topology.changes; nil means none.
@@ -103,7 +103,8 @@ func cmpOr[T comparable](v, def T) T {
 // Refresh asks a running Watch to read GET /cluster now rather than at the
 // next interval. It never blocks; calls made while a read is pending are
 // folded into it. It may be called from any goroutine, at any time: a call
-// made while no Watch runs is kept for the next one.
+// made while no Watch runs is spent by the next Watch, whose first read
+// happens at once anyway.
 func (s *Source) Refresh() {
 	select {
 	case s.refresh <- struct{}{}:
