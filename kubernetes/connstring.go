@@ -46,8 +46,9 @@ const (
 // A string that names no host (postgres://app:pw@/app?kubernetes_cluster=pg)
 // gets its hosts from the pods only. One that names hosts keeps them
 // beside the pods, as a Service name the Pool can fall back on before the
-// first list; a string with a service= entry, PGHOST or PGHOSTADDR set
-// counts as naming hosts. Values in a URL are URL-encoded.
+// first list; a string with a host=, hostaddr= or service= entry, or with
+// PGHOST, PGHOSTADDR or PGSERVICE set, counts as naming hosts. Values in a
+// URL are URL-encoded.
 //
 // The Source logs nothing: to see its warnings, build it with NewSource
 // and a Logger, and set it as the Config's Topology. Errors name the key

@@ -30,9 +30,10 @@
 // CloudNativePG Cluster (postgresql.cnpg.io/v1). CloudNativePG writes
 // status.targetPrimary before it acts: when it names another pod than
 // status.currentPrimary, a switchover or failover has begun. The Source
-// then claims the target as the primary at once and leaves the current
-// primary out, so the Pool probes the target and follows its promotion,
-// and sends no new call to the server being let go. While targetPrimary
+// then claims the target as the primary at once, as soon as it has an
+// address, Ready or not, and leaves the current primary out, so the Pool
+// probes the target and follows its promotion, and sends no new call to
+// the server being let go. While targetPrimary
 // is "pending" (a failover whose target is not chosen yet) it claims no
 // primary. In steady state currentPrimary is the claimed primary. A
 // claim is a hint: the Pool trusts what each server says of itself.

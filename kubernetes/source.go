@@ -44,9 +44,10 @@ type SourceConfig struct {
 	// RoleLabel names a pod label read for the role before the operators'
 	// own (cnpg.io/instanceRole, spilo-role,
 	// postgres-operator.crunchydata.com/role, and role on CloudNativePG
-	// pods). Its values are read as theirs are: primary, master or leader
-	// claim a primary; replica, standby, sync_standby or follower a
-	// replica; standby_leader a replica read from last.
+	// pods). Its values are read as theirs are, in any case: primary,
+	// master or leader claim a primary; replica, standby, sync_standby,
+	// quorum_standby or follower a replica; standby_leader a replica read
+	// from last.
 	RoleLabel string
 	// ZoneLabel names the pod label that holds a pod's zone; "" means
 	// DefaultZoneLabel.
@@ -55,14 +56,14 @@ type SourceConfig struct {
 	// the first port named "postgresql" or "postgres", else DefaultPort.
 	PortName string
 	// Kubeconfig is the path of a kubeconfig file. "" means in the
-	// cluster when KUBERNETES_SERVICE_HOST is set (the pod's service
-	// account), else $KUBECONFIG, else ~/.kube/config.
+	// cluster when KUBERNETES_SERVICE_HOST is set and Context is "" (the
+	// pod's service account), else $KUBECONFIG, else ~/.kube/config.
 	Kubeconfig string
 	// Context names a kubeconfig context; "" means the current one.
 	Context string
 	// Logger receives warnings (the API unreachable, pods left out), at
-	// most one of each kind a minute, and a line when hosts change; nil
-	// means silence.
+	// most one of each kind a minute, and a line when the API server
+	// answers again; nil means silence.
 	Logger *slog.Logger
 
 	// backoff is the reflectors' pause after a failure; tests shorten it.
@@ -151,8 +152,11 @@ const warnEvery = time.Minute
 // Watch lists the selected pods, and the Cluster when one is named, then
 // watches both, and calls update with the complete member list after the
 // first lists and after each change of a member: only pods that are
-// Ready, have an address and are not being deleted, each at its pod IP
-// and PostgreSQL port, with the role its labels or the Cluster claim.
+// Ready, have an address and are not being deleted (and, while the
+// Cluster's targetPrimary names another pod than its currentPrimary, that
+// target once it has an address, Ready or not, without the current
+// primary), each at its pod IP and PostgreSQL port, with the role its
+// labels or the Cluster claim.
 // While the API server cannot be reached it reports nothing, so the last
 // topology stays in force; a list or watch that leaves no pod to report
 // counts as no answer too. Watch returns nil once ctx ends, leaving no

@@ -199,8 +199,9 @@ type Event struct {
 // ends or nothing arrives for IdleTimeout. It returns nil when the server
 // ended the stream, a StatusError when it refused the watch or sent an
 // ERROR event (IsGone tells when to list again), and another error when
-// the connection failed. An event whose object cannot be decoded ends the
-// watch with an error, so that the caller lists again.
+// the connection failed. An event that cannot be decoded, or whose object
+// has no metadata.resourceVersion, ends the watch with an error that is
+// not a StatusError.
 func (c *Client) Watch(ctx context.Context, path string, q url.Values, rv string, event func(Event)) error {
 	q = cloneValues(q)
 	q.Set("watch", "1")
