@@ -111,14 +111,14 @@
 //   - a read cut off in flight, and every error the server answered with
 //     (a constraint, a serialization failure, 25006), are pgx's own.
 //
-// The cost: against pgx's stdlib over the same pgxpool, no client CPU
-// difference could be measured (BenchmarkOpenDBQueryRowCPU, cpu-ratio
-// 1.00 ± 2%). Through sql.Open, beside sql.Open("pgx", dsn), the client
-// spends about as much CPU per QueryRowContext (BenchmarkSQLOpenQueryRowCPU,
-// cpu-ratio 0.99–1.01, medians): the peek that keeps a statement off a
-// connection its server has already closed, one system call, runs before
-// the reuse of a connection only when its socket has read nothing for
-// 50 µs (see docs/guarantees.md for the window that leaves).
+// The cost: the client CPU per QueryRowContext beside pgx's stdlib, over
+// the same pgxpool and through sql.Open, is measured in
+// docs/performance.md (BenchmarkOpenDBQueryRowCPU and
+// BenchmarkSQLOpenQueryRowCPU). Part of it is the peek that keeps a
+// statement off a connection its server has already closed, one system
+// call, which runs before the reuse of a connection only when its socket
+// has read nothing for 50 µs (see docs/guarantees.md for the window that
+// leaves).
 //
 // # When database/sql runs a statement again
 //
