@@ -206,7 +206,10 @@ func (lf *LocalFirst) discover() <-chan struct{} {
 // none did before life or the plan's time ended.
 func (lf *LocalFirst) runRound(life context.Context) (string, error) {
 	plan := lf.fb.Plan(lf.cfg.clock.Now())
-	ctx, cancel := context.WithTimeout(life, plan.Timeout(lf.cfg.clock.Now()))
+	// The round lasts until the caller's deadline; each connect is bounded
+	// by the plan's connect timeout on top (race), so a wave whose
+	// candidates time out leaves time for the next.
+	ctx, cancel := context.WithTimeout(life, plan.Deadline.Sub(lf.cfg.clock.Now()))
 	defer cancel()
 	for _, wave := range plan.Waves {
 		if winner := lf.race(ctx, wave, plan); winner != "" {
@@ -240,7 +243,7 @@ func (lf *LocalFirst) race(ctx context.Context, wave Wave, plan Plan) string {
 			continue
 		}
 		wg.Go(func() {
-			err := lf.cfg.Connector.Connect(ctx, addr, plan.ConnectTimeout)
+			err := lf.cfg.Connector.Connect(ctx, addr, plan.Timeout(lf.cfg.clock.Now()))
 			if err == nil {
 				results <- addr
 				return

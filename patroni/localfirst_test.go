@@ -84,8 +84,15 @@ func (c *fakeConnector) Connect(ctx context.Context, addr string, timeout time.D
 	case replyStartup:
 		return errStartup
 	case replyHang:
-		<-ctx.Done()
-		return ctx.Err()
+		// As a real connect does, it gives up after its timeout.
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return context.DeadlineExceeded
+		}
 	case replyGate:
 		select {
 		case <-c.gate:
@@ -296,6 +303,19 @@ func TestLocalFirstWaves(t *testing.T) {
 	}
 	if got := h.conn.connected(); got != want {
 		t.Fatalf("connects %s after the second Choose, want %s", got, want)
+	}
+}
+
+// TestLocalFirstRacesTheNextWaveAfterTimeouts: when every candidate of
+// the first wave times out, the round goes on to the second within the
+// caller's wait.
+func TestLocalFirstRacesTheNextWaveAfterTimeouts(t *testing.T) {
+	replies := everyCandidate(replyHang)
+	replies["lead:5432"] = replyOK
+	h := newLFHarness(t, FallbackConfig{ConnectTimeout: 20 * time.Millisecond}, replies)
+	h.lf.Failed(local, errRefused)
+	if got := receive(t, "Choose", h.choose(context.Background())); got != "lead:5432" {
+		t.Fatalf("Choose = %q, want the leader of the second wave once the first timed out", got)
 	}
 }
 
