@@ -185,6 +185,11 @@ func (c *Client) List(ctx context.Context, path string, q url.Values) (List, err
 	return List{ResourceVersion: l.Metadata.ResourceVersion, Items: l.Items}, nil
 }
 
+// ErrUndecodable is wrapped by the error of a watch that met an event it
+// could not read. Watching again from the same version would meet it
+// again: the collection is to be listed instead.
+var ErrUndecodable = errors.New("undecodable watch event")
+
 // Event is one event of a watch stream.
 type Event struct {
 	Type   string // ADDED, MODIFIED, DELETED or BOOKMARK
@@ -199,9 +204,9 @@ type Event struct {
 // ends or nothing arrives for IdleTimeout. It returns nil when the server
 // ended the stream, a StatusError when it refused the watch or sent an
 // ERROR event (IsGone tells when to list again), and another error when
-// the connection failed. An event that cannot be decoded, or whose object
-// has no metadata.resourceVersion, ends the watch with an error that is
-// not a StatusError.
+// the connection failed. An event that cannot be read (too long, not
+// JSON, or an object without metadata.resourceVersion) ends the watch with
+// an error wrapping ErrUndecodable.
 func (c *Client) Watch(ctx context.Context, path string, q url.Values, rv string, event func(Event)) error {
 	q = cloneValues(q)
 	q.Set("watch", "1")
@@ -231,7 +236,7 @@ func (c *Client) Watch(ctx context.Context, path string, q url.Values, rv string
 			Object json.RawMessage `json:"object"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return fmt.Errorf("kubeapi: %s: decoding a watch event: %w", path, err)
+			return fmt.Errorf("kubeapi: %s: %w: %w", path, ErrUndecodable, err)
 		}
 		if ev.Type == "ERROR" {
 			var st status
@@ -244,7 +249,7 @@ func (c *Client) Watch(ctx context.Context, path string, q url.Values, rv string
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(ev.Object, &meta); err != nil || meta.Metadata.ResourceVersion == "" {
-			return fmt.Errorf("kubeapi: %s: a %s event without metadata.resourceVersion", path, ev.Type)
+			return fmt.Errorf("kubeapi: %s: %w: a %s event without metadata.resourceVersion", path, ErrUndecodable, ev.Type)
 		}
 		event(Event{Type: ev.Type, Object: ev.Object, ResourceVersion: meta.Metadata.ResourceVersion})
 	}
@@ -253,6 +258,8 @@ func (c *Client) Watch(ctx context.Context, path string, q url.Values, rv string
 		return nil // the caller is done
 	case silent.Load():
 		return fmt.Errorf("kubeapi: %s: the watch was silent for %v", path, IdleTimeout)
+	case errors.Is(sc.Err(), bufio.ErrTooLong):
+		return fmt.Errorf("kubeapi: %s: %w: an event longer than %d bytes", path, ErrUndecodable, maxEvent)
 	case sc.Err() != nil:
 		return fmt.Errorf("kubeapi: %s: reading the watch: %w", path, sc.Err())
 	}

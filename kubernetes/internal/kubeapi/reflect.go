@@ -3,6 +3,7 @@ package kubeapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"net/url"
 	"time"
@@ -26,8 +27,8 @@ type Handler struct {
 // then watches from the list's resourceVersion. After a watch ends or
 // drops it watches again from the last resourceVersion it saw (an event's
 // or a bookmark's), so no change is missed; when the server answers that
-// this version is too old (410 Gone) it lists again, and Replace gets the
-// whole collection. Failures are retried after a pause on the Backoff
+// this version is too old (410 Gone), or sent an event it could not read
+// (ErrUndecodable), it lists again, and Replace gets the whole collection. Failures are retried after a pause on the Backoff
 // curve, drawn with equal jitter.
 type Reflector struct {
 	Client *Client
@@ -105,6 +106,9 @@ func (r *Reflector) Run(ctx context.Context, h Handler) {
 		case IsGone(err):
 			rv = "" // list again, now
 			continue
+		case errors.Is(err, ErrUndecodable):
+			rv = "" // list again after the pause: the same event would come back
+			h.Failed(err)
 		case err == nil && served:
 			continue // the server ended a watch that served: watch again now
 		case err != nil:

@@ -200,6 +200,16 @@ func TestReflectorResumesAndRelists(t *testing.T) {
 			gotEv: "replace[a] added:11 replace[a,b]",
 		},
 		{
+			name: "an event it cannot read: list again",
+			steps: []func(http.ResponseWriter, *http.Request){
+				list("10", "a"),
+				events(event("ADDED", "b", "11"), `{"type":"MODIFIED","object":{"metadata":{}}}`),
+				list("60", "a", "b"),
+			},
+			asked: "list watch@10 list watch@60",
+			gotEv: "replace[a] added:11 failed replace[a,b]",
+		},
+		{
 			name: "failures are retried, the version kept",
 			steps: []func(http.ResponseWriter, *http.Request){
 				answer(http.StatusServiceUnavailable, "ServiceUnavailable"),
