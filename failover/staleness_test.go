@@ -21,7 +21,11 @@ type stampWriter struct {
 }
 
 // stampChecker reads stamps through the Reader and counts reads that miss
-// a stamp acknowledged more than maxLag before the read began.
+// a stamp acknowledged more than maxLag before the read began: the
+// staleness bound of docs/reads.md, with no allowance for scheduling and
+// none needed. A stamp's time is taken after its write returned and a
+// read's before it is routed, so a slow machine can only spare a read the
+// check, never fail one the bound allows.
 type stampChecker struct {
 	mu     sync.Mutex
 	ok     int
