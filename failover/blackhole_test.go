@@ -30,6 +30,33 @@ func proxiedPrimary(t *testing.T, c *failovertest.Cluster, params string) (strin
 	return strings.Replace(c.ConnString(params), c.Primary().Addr(), proxy.Addr(), 1), proxy
 }
 
+// closeWhileSilent closes pool while its host stays blackholed, and
+// returns how long Close took. That figure is logged, not asserted: Close
+// gives what pgconn gave up on about a second (closeGrace), and how long
+// it takes beyond that is the machine's. What is asserted is that Close
+// returns while the host still answers nothing, so that it does not wait
+// on the dead host; the minute only bounds that wait, so that a Close that
+// hangs fails the test with a message instead of the test binary's
+// timeout.
+func closeWhileSilent(t *testing.T, pool *failover.Pool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pool.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return with a blackholed host: it waits on the dead host")
+	}
+	return time.Since(start)
+}
+
+// TestCloseWithBlackholedHost: a Pool whose host went silent with a cancel
+// request in flight there closes without the host answering, and leaves
+// no goroutine behind.
 func TestCloseWithBlackholedHost(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
@@ -54,13 +81,7 @@ func TestCloseWithBlackholedHost(t *testing.T) {
 		t.Fatal("a write on a blackholed host succeeded")
 	}
 
-	start := time.Now()
-	pool.Close()
-	took := time.Since(start)
-	t.Logf("Close with a blackholed host took %v", took)
-	if took > 5*time.Second {
-		t.Errorf("Close took %v with a blackholed host; want it not to wait on the dead host", took)
-	}
+	t.Logf("Close with a blackholed host took %v", closeWhileSilent(t, pool))
 	proxy.Close()
 	goleak.VerifyNone(t, before)
 }
@@ -73,9 +94,11 @@ type timedWrite struct {
 }
 
 // A primary that stops answering (blackholed, not closed) under writers,
-// and a replica promoted: writes in flight on the dead host end within a
-// few seconds with ErrCommitOutcomeUnknown naming it, new writes go to the
-// new primary, every acknowledged write is there once, and Close is quick.
+// and a replica promoted: writes in flight on the dead host end with
+// ErrCommitOutcomeUnknown naming it, ended by the Pool rather than by
+// their callers' deadline, new writes go to the new primary, every
+// acknowledged write is there once, and Close returns with the host still
+// silent. How long each of these took is logged.
 func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
@@ -163,6 +186,13 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 		if !errors.As(w.err, &he) || he.Addr != proxy.Addr() {
 			t.Errorf("write %d: %v does not name the blackholed host %s", w.id, w.err, proxy.Addr())
 		}
+		// The blackhole acknowledges every byte, so neither the kernel's
+		// timeouts nor pgconn's end a statement there: only the Pool, on
+		// finding the host silent, or the caller's context (the test's
+		// two minutes) can.
+		if errors.Is(w.err, context.DeadlineExceeded) || errors.Is(w.err, context.Canceled) {
+			t.Errorf("write %d ended on its caller's context, not on the Pool's finding the host silent: %v", w.id, w.err)
+		}
 		from := w.start
 		if from.Before(t0) {
 			from = t0
@@ -173,11 +203,6 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 		len(stuck), longest, firstOK.Sub(t0))
 	for _, w := range stuck {
 		t.Logf("  in flight at t0: write %d ended %v after t0: %v", w.id, w.end.Sub(t0), w.err)
-	}
-	// Generous: what matters is that they end on the Pool's knowledge, not
-	// on the callers' two-minute deadline.
-	if longest > 20*time.Second {
-		t.Errorf("a write on the blackholed host took %v to end", longest)
 	}
 	if got := serverPort(t, ctx, pool); got != promoted.Port() {
 		t.Errorf("pool writes to port %d, want the new primary's %d (old %d)", got, promoted.Port(), old.Port())
@@ -192,13 +217,8 @@ func TestBlackholedPrimaryUnderWriters(t *testing.T) {
 		t.Error(err)
 	}
 
-	start := time.Now()
-	pool.Close()
 	closed = true
-	t.Logf("Close took %v", time.Since(start))
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("Close took %v with a blackholed host", took)
-	}
+	t.Logf("Close took %v", closeWhileSilent(t, pool))
 }
 
 // Calls waiting for a connection of a host whose every connection hangs
