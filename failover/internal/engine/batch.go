@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 // batch that may write and is cut off has an unknown outcome. Close never
 // sends the batch again. A batch that begins a transaction is pinned to its
 // host like Begin.
-func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+func (e *Engine) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b)}
-	p.startCall(&br.call, ctx)
+	e.startCall(&br.call, ctx)
 	if err := br.send(); err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
@@ -85,7 +85,7 @@ func (br *batchResults) send() error {
 	}
 	br.conn, br.cur = conn, conn.SendBatch(br.ctx, br.batch)
 	if t := br.cur.Tx(); t != nil {
-		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, p: br.call.p, host: br.call.host, epoch: br.call.epoch, writes: true}
+		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, e: br.call.e, host: br.call.host, epoch: br.call.epoch, writes: true}
 		br.conn = nil
 		br.read = true // a transaction is never moved
 		br.call.done(nil, outcome.Idempotent)
@@ -95,7 +95,7 @@ func (br *batchResults) send() error {
 
 // rule is what the batch allows, given what reached the caller.
 func (br *batchResults) rule() outcome.Rule {
-	p := br.call.p.classes.batchPolicy(br.ctx, br.batch)
+	p := br.call.e.classes.batchPolicy(br.ctx, br.batch)
 	if br.read {
 		p = p.Delivered()
 	}
@@ -202,7 +202,7 @@ func (br *batchResults) Close() error {
 		if !br.call.recording() {
 			return br.call.done(nil, 0)
 		}
-		return br.call.done(nil, br.call.p.classes.batchPolicy(br.ctx, br.batch)&outcome.MayWrite)
+		return br.call.done(nil, br.call.e.classes.batchPolicy(br.ctx, br.batch)&outcome.MayWrite)
 	}
 	return err
 }
