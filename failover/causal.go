@@ -30,6 +30,9 @@ type CausalToken struct {
 // WithCausalToken returns a copy of ctx that carries tok: writes made with
 // it advance tok, and reads through the Reader made with it see them.
 func WithCausalToken(ctx context.Context, tok *CausalToken) context.Context {
+	if tok == nil {
+		return engine.WithToken(ctx, nil) // a nil token, as it was given: no position to see
+	}
 	return engine.WithToken(ctx, &tok.t)
 }
 

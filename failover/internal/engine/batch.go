@@ -11,14 +11,9 @@ import (
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
-// SendBatch sends a batch to the best host. While none of its results has
-// been read, the whole batch moves to another host under the rules of
-// Query: a batch made only of replay-safe reads after any failover event,
-// any other batch only when its first statement provably did not run.
-// After a result has been read, errors are returned as they come, and a
-// batch that may write and is cut off has an unknown outcome. Close never
-// sends the batch again. A batch that begins a transaction is pinned to its
-// host like Begin.
+// SendBatch sends a batch to the best host, as Pool.SendBatch does: the
+// whole batch moves to another host, under the rules of Query, only while
+// none of its results has been read.
 func (e *Engine) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b)}
 	e.startCall(&br.call, ctx)

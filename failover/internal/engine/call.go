@@ -146,7 +146,7 @@ func (e *Engine) startCall(c *call, ctx context.Context) {
 }
 
 // recording reports whether a success of the call records that it may
-// have written (Pool.recordsWrites): then, and only then, the policy its
+// have written (Engine.recordsWrites): then, and only then, the policy its
 // attempt reports to done must say so. The Reader's calls never write.
 func (c *call) recording() bool {
 	return c.picker.reads == nil && c.e.recordsWrites(c.ctx)

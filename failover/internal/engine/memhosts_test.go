@@ -7,18 +7,18 @@ import (
 	"github.com/pgfailover/pgfailover/internal/probe"
 )
 
-// Helpers for tests that build a Pool in memory, without servers: its host
+// Helpers for tests that build an Engine in memory, without servers: its host
 // state holds bare hostpool.Hosts, and observations go straight to the
 // owner (a bare Host has no pgxpool for Set.Observe to reset).
 
 // newMemState gives e an owner of host state for its target, on its
-// clock, and a host set over it that reports with p's telemetry and log.
+// clock, and a host set over it that reports with e's telemetry and log.
 func newMemState(e *Engine) {
 	e.State = hoststate.New[hostpool.Host](hoststate.Options{Target: e.Target, Now: e.Clock.Now})
 	e.Hosts = hostpool.New(hostpool.Config{Target: e.Target, State: e.State, Clock: e.Clock, Telemetry: e.Telemetry, Log: e.Log})
 }
 
-// setMemHosts makes hosts p's host set, each with a bare Host made by mk
+// setMemHosts makes hosts e's host set, each with a bare Host made by mk
 // (nil: only its address).
 func setMemHosts(e *Engine, hosts []hosthealth.Host, mk func(i int, addr string) *hostpool.Host) *hoststate.Table[hostpool.Host] {
 	table := &hoststate.Table[hostpool.Host]{ByAddr: map[string]*hostpool.Host{}}
@@ -34,7 +34,7 @@ func setMemHosts(e *Engine, hosts []hosthealth.Host, mk func(i int, addr string)
 	return table
 }
 
-// memObserve hands ob to p's host state and reports its news.
+// memObserve hands ob to e's host state and reports its news.
 func memObserve(e *Engine, addr string, ob hoststate.Observation) hoststate.Result[hostpool.Host] {
 	ob.Addr = addr
 	res := e.State.Observe(ob)

@@ -17,9 +17,9 @@ import (
 	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
-// TestFailoverDurationAndHostChanges: the Pool's routing state, rebuilt
+// TestFailoverDurationAndHostChanges: the engine's routing state, rebuilt
 // after each observation, logs each host change once and measures the time
-// the target had no usable host, on the Pool's clock.
+// the target had no usable host, on the engine's clock.
 func TestFailoverDurationAndHostChanges(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_000_000, 0))
 	reader := sdkmetric.NewManualReader()

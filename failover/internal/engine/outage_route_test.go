@@ -16,10 +16,10 @@ import (
 	"github.com/pgfailover/pgfailover/replica"
 )
 
-// outagePool builds, in memory and without servers, a Pool with a primary
-// e and replicas r1 and r2, all answering, on a fake clock, with a
+// outageEngine builds, in memory and without servers, an Engine with a primary
+// p and replicas r1 and r2, all answering, on a fake clock, with a
 // Reader under policy.
-func outagePool(t *testing.T, policy replica.Policy) (*Engine, *clock.Fake) {
+func outageEngine(t *testing.T, policy replica.Policy) (*Engine, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	hosts := []hosthealth.Host{{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"}}
@@ -66,7 +66,7 @@ func pick(e *Engine, c *call) (addr string) {
 // while no host is usable as the primary; a replica's probe then wakes
 // the Reader's waiters even when its positions stay the same.
 func TestOutageInRoutes(t *testing.T) {
-	e, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
+	e, clk := outageEngine(t, replica.Policy{PinAfterWrite: time.Second})
 	memProbe(e, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
 	probeReplica(e, clk, "r1:5432", 1000, 1000, true)
 	if e.State.Routes().Outage != nil {
@@ -96,7 +96,7 @@ func TestOutageInRoutes(t *testing.T) {
 // TestRouteInOutage follows reads pinned by a write through a primary's
 // crash: where each goes, why, and whether the replica is checked first.
 func TestRouteInOutage(t *testing.T) {
-	e, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
+	e, clk := outageEngine(t, replica.Policy{PinAfterWrite: time.Second})
 	memProbe(e, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
 	probeReplica(e, clk, "r1:5432", 1000, 1000, true)
 	probeReplica(e, clk, "r2:5432", 900, 1000, true)
@@ -187,7 +187,7 @@ func TestRouteInOutage(t *testing.T) {
 // makes the reads wait whatever the replication.
 func TestRouteInOutageAsynchronous(t *testing.T) {
 	for _, policy := range []replica.OutageReads{replica.OutageReplica, replica.OutageWait} {
-		e, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second, OutageReads: policy})
+		e, clk := outageEngine(t, replica.Policy{PinAfterWrite: time.Second, OutageReads: policy})
 		memProbe(e, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now()})
 		e.noteWrite()
 		failPrimary(e)
@@ -215,7 +215,7 @@ func TestRouteInOutageAsynchronous(t *testing.T) {
 // reached, while no primary is usable, counts from when the rule was first
 // applied to it: a replica looked at before that is looked at again.
 func TestRouteInOutageCausalToken(t *testing.T) {
-	e, clk := outagePool(t, replica.Policy{})
+	e, clk := outageEngine(t, replica.Policy{})
 	memProbe(e, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
 	failPrimary(e)
 	clk.Advance(time.Millisecond)

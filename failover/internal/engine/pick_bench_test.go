@@ -9,12 +9,12 @@ import (
 	"github.com/pgfailover/pgfailover/internal/clock"
 )
 
-// pickPool builds, in memory and without servers, a Pool with n hosts as
+// pickEngine builds, in memory and without servers, an Engine with n hosts as
 // far as call.pick looks at it: the routing state and the picker for
 // target. Every host has answered: the last one is the primary, the others
 // are replicas, so that for TargetPrimary the best host is the last one
 // configured.
-func pickPool(b *testing.B, n int, target hosthealth.Target) *Engine {
+func pickEngine(b *testing.B, n int, target hosthealth.Target) *Engine {
 	hosts := make([]hosthealth.Host, n)
 	for i := range hosts {
 		hosts[i] = hosthealth.Host{Addr: fmt.Sprintf("db-%d.pg.example.internal:5432", i)}
@@ -47,7 +47,7 @@ func BenchmarkPick(b *testing.B) {
 	ctx := context.Background()
 	for _, target := range []hosthealth.Target{hosthealth.TargetPrimary, hosthealth.TargetPreferReplica} {
 		for _, n := range []int{3, 16, 64} {
-			e := pickPool(b, n, target)
+			e := pickEngine(b, n, target)
 			want := e.State.Routes().Table.List[n-1]
 			if target == hosthealth.TargetPreferReplica {
 				want = e.State.Routes().Table.List[0]
@@ -87,7 +87,7 @@ func BenchmarkPick(b *testing.B) {
 func BenchmarkPickHeldBack(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{3, 16, 64} {
-		e := pickPool(b, n, hosthealth.TargetPreferReplica)
+		e := pickEngine(b, n, hosthealth.TargetPreferReplica)
 		list := e.State.Routes().Table.List
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -174,7 +174,7 @@ func (e *Engine) samplePrimary(ctx context.Context, h *hostpool.Host) (replica.S
 }
 
 // startReadCall sets up c, a zero call, as a call of the Reader (see
-// Pool.startCall): its causal token, if any, applies, and no pin after a
+// Engine.startCall): its causal token, if any, applies, and no pin after a
 // write (the Reader's PgxPool places long-lived connections with it;
 // startPinnedCall is for one read).
 func (r *Reader) startReadCall(c *call, ctx context.Context) {

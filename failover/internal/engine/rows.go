@@ -12,12 +12,9 @@ import (
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
-// QueryRow runs a query expected to return at most one row. As with
-// pgxpool, the statement is sent at once and errors are deferred to Scan.
-// Scan may run a replay-safe query again on another host when its
-// connection failed before the query completed, even after its row was
-// scanned (the new row overwrites dest whole); any other query only when
-// it provably did not run.
+// QueryRow sends a query expected to return at most one row, as
+// Pool.QueryRow does: errors are deferred to Scan, which runs the query
+// again elsewhere where sentRow.Scan says.
 func (e *Engine) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	var c call
 	e.startCall(&c, ctx)
@@ -174,12 +171,8 @@ func (r *row) scanOrRelease(dest []any) error {
 // panicked.
 var errScanPanicked = errors.New("pgfailover: an earlier Scan of this row panicked")
 
-// Query runs a query and returns its rows. Close the rows (or read them to
-// the end) to give the connection back. Before its first row reaches the
-// caller, a replay-safe read moves to another host after any failover
-// event, and any other statement only when it provably did not run. Once a
-// row has been delivered, a failure ends the rows with an error, and rows
-// from another execution are never added.
+// Query runs a query and returns its rows, as Pool.Query does: the query
+// moves to another host only before its first row reaches the caller.
 func (e *Engine) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	var c call
 	e.startCall(&c, ctx)
