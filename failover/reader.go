@@ -153,10 +153,10 @@ func (r *Reader) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, 
 	return r.r.BeginTx(ctx, txOptions)
 }
 
-// ReplicaLagError says why a replica was passed over: its staleness bound
-// was unknown, or above max_lag. Known is false when the replica was
-// never probed, its probe failed, or it has replayed nothing yet; Bound is
-// the staleness bound when Known.
+// ReplicaLagError says why the replica at Addr was passed over: its
+// staleness bound was unknown, or above MaxLag (max_lag). Known is false
+// when the replica was never probed, its probe failed, or it has replayed
+// nothing yet; Bound is the staleness bound when Known.
 type ReplicaLagError = engine.ReplicaLagError
 
 // PgxPool returns a genuine *pgxpool.Pool for reads, for libraries that
