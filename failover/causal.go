@@ -2,10 +2,8 @@ package failover
 
 import (
 	"context"
-	"sync/atomic"
 
-	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
-	"github.com/pgfailover/pgfailover/internal/hoststate"
+	"github.com/pgfailover/pgfailover/failover/internal/engine"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -26,27 +24,16 @@ import (
 //
 // A token is safe for concurrent use. The zero value holds no position.
 type CausalToken struct {
-	pos atomic.Uint64 // a replica.LSN
+	t engine.Token
 }
-
-type causalKey struct{}
 
 // WithCausalToken returns a copy of ctx that carries tok: writes made with
 // it advance tok, and reads through the Reader made with it see them.
 func WithCausalToken(ctx context.Context, tok *CausalToken) context.Context {
-	if !causalTokensUsed.Load() {
-		causalTokensUsed.Store(true)
+	if tok == nil {
+		return engine.WithToken(ctx, nil) // a nil token, as it was given: no position to see
 	}
-	return context.WithValue(ctx, causalKey{}, tok)
-}
-
-// causalTokensUsed says that some context has carried a causal token:
-// until then no call looks for one.
-var causalTokensUsed atomic.Bool
-
-func causalTokenFrom(ctx context.Context) *CausalToken {
-	tok, _ := ctx.Value(causalKey{}).(*CausalToken)
-	return tok
+	return engine.WithToken(ctx, &tok.t)
 }
 
 // ParseCausalToken reads a token written by String.
@@ -56,14 +43,14 @@ func ParseCausalToken(s string) (*CausalToken, error) {
 		return tok, nil
 	}
 	if s == unknownText {
-		tok.advance(unknownPosition)
+		tok.t.Advance(engine.UnknownPosition)
 		return tok, nil
 	}
 	pos, err := replica.ParseLSN(s)
 	if err != nil {
 		return nil, err
 	}
-	tok.advance(pos)
+	tok.t.Advance(pos)
 	return tok, nil
 }
 
@@ -73,80 +60,12 @@ const unknownText = "primary"
 // String returns the token's position as text: a WAL position, "" when it
 // holds none, or "primary" when its reads must go to the primary.
 func (t *CausalToken) String() string {
-	switch pos := replica.LSN(t.pos.Load()); pos {
+	switch pos := t.t.Position(); pos {
 	case 0:
 		return ""
-	case unknownPosition:
+	case engine.UnknownPosition:
 		return unknownText
 	default:
 		return pos.String()
-	}
-}
-
-// advance moves the token's position up to pos; it never moves back.
-func (t *CausalToken) advance(pos replica.LSN) {
-	for {
-		old := t.pos.Load()
-		if uint64(pos) <= old || t.pos.CompareAndSwap(old, uint64(pos)) {
-			return
-		}
-	}
-}
-
-// recordsWrites reports whether it matters that a call made with ctx
-// that succeeded may have written, which only the classifier can say
-// (classes). It matters to the Reader's pin_after_write, once the Reader
-// has been asked for (takeReader times the writes before that as one),
-// and to a causal token in ctx. Otherwise a success is not classified:
-// a Pool without a Reader in use pays nothing for one.
-//
-// It is called on every success, and writes nothing shared but once:
-// calledOnce, which takeReader reads after storing readerTaken, so that
-// of a success and a first call of Reader at the same moment, one at
-// least sees the other.
-func (p *Pool) recordsWrites(ctx context.Context) bool {
-	if !p.calledOnce.Load() {
-		p.calledOnce.Store(true)
-	}
-	if p.readerTaken.Load() && p.cfg.Replica.PinAfterWrite > 0 {
-		return true
-	}
-	return causalTokensUsed.Load() && causalTokenFrom(ctx) != nil
-}
-
-// mayHaveWritten records a write whose outcome is unknown
-// (ErrCommitOutcomeUnknown): it may have committed, so the reads that must
-// see the Pool's writes count it as one. Reads within pin_after_write are
-// pinned by it, and a causal token in ctx, which cannot name its
-// position, sends its reads to the primary. Nothing is asked of the host,
-// which has just failed.
-func (p *Pool) mayHaveWritten(ctx context.Context) {
-	if p.readerTaken.Load() {
-		p.noteWrite()
-	}
-	if tok := causalTokenFrom(ctx); tok != nil {
-		tok.advance(unknownPosition)
-	}
-}
-
-// wrote records that a call made with ctx on host h may have written: for
-// pin_after_write the Reader's reads must see it (Reader.pin), and a
-// causal token in ctx advances to the primary's position. That position,
-// read after the write, is also a sample the pinned reads can use.
-// Callers ask recordsWrites first (call.recording): it is called only for
-// a write that is recorded.
-func (p *Pool) wrote(ctx context.Context, h *hostpool.Host) {
-	if p.readerTaken.Load() {
-		p.noteWrite()
-	}
-	if tok := causalTokenFrom(ctx); tok != nil {
-		since := p.hosts.EpochOf(h)
-		s, ok := p.samplePrimary(ctx, h)
-		if !ok {
-			tok.advance(unknownPosition)
-			return
-		}
-		p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Sampled, Sample: s, Since: since})
-		tok.advance(s.LSN)
 	}
 }

@@ -52,7 +52,7 @@ func TestBudgetRunsOnThePoolClock(t *testing.T) {
 			}
 		}
 	}
-	waitFor("the call to wait for a usable host", func() bool { return pool.hosts.Waiting() == 1 })
+	waitFor("the call to wait for a usable host", func() bool { return pool.eng.Hosts.Waiting() == 1 })
 
 	fake.Advance(cfg.MaxDuration - time.Second)
 	select {

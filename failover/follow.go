@@ -9,7 +9,6 @@ import (
 	"github.com/pgfailover/pgfailover/failover/internal/follow"
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // PgxPool returns a genuine *pgxpool.Pool whose new connections go to the
@@ -66,9 +65,9 @@ func (p *Pool) PgxPool() *pgxpool.Pool {
 	if f := p.follow.Load(); f != nil {
 		return f.PgxPool
 	}
-	f := p.newFollower(p.startCall, p.cfg.Target, false, p.followerUsable)
+	f := p.newFollower(false, p.cfg.Target, p.followerUsable)
 	p.follow.Store(f)
-	if p.closed.Load() {
+	if p.eng.Closed() {
 		// Close may have looked for it before it existed.
 		f.PgxPool.Close()
 	}
@@ -79,26 +78,24 @@ func (p *Pool) PgxPool() *pgxpool.Pool {
 func (p *Pool) follower() *follow.Pool { return p.follow.Load() }
 
 // newFollower builds a pool whose connections go to hosts in a role
-// target accepts, each connect walked by a call that startCall sets up
-// (the Pool's, or the Reader's); ok decides whether an idle connection
-// may be handed out. Called with followMu held; creating a pgxpool
-// connects nothing (pool_min_conns connects in the background).
-func (p *Pool) newFollower(startCall func(*call, context.Context), target hosthealth.Target, readOnly bool, ok func(*pgx.Conn) bool) *follow.Pool {
+// target accepts, each connect walked by a call of the Pool's, or with
+// reads one of the Reader's, in read-only sessions (Engine.ConnectWalk);
+// ok decides whether an idle connection may be handed out. Called with
+// followMu held; creating a pgxpool connects nothing (pool_min_conns
+// connects in the background).
+func (p *Pool) newFollower(reads bool, target hosthealth.Target, ok func(*pgx.Conn) bool) *follow.Pool {
 	f, err := follow.New(follow.Config{
-		Set:      p.hosts,
+		Set:      p.eng.Hosts,
 		Base:     p.cfg.Config,
 		Target:   target,
-		ReadOnly: readOnly,
+		ReadOnly: reads,
 		Rounds:   p.cfg.MaxAttempts,
 		OK:       ok,
 		Start: func(ctx context.Context) follow.Walk {
 			// ctx carries the acquiring caller's values; pgxpool ends it
 			// only when the pool closes, so the waits are bounded by the
 			// budget.
-			w := &connectWalk{}
-			startCall(&w.c, ctx)
-			w.c.set(connect, true)
-			return w
+			return p.eng.ConnectWalk(ctx, reads)
 		},
 	})
 	if err != nil {
@@ -110,34 +107,6 @@ func (p *Pool) newFollower(startCall func(*call, context.Context), target hosthe
 	return f
 }
 
-// connectWalk is the call that walks one connect of a following pool
-// over the hosts (follow.Walk): the same choice of host, backoff and
-// budget as the Pool's own calls.
-type connectWalk struct{ c call }
-
-func (w *connectWalk) Pick() (*hostpool.Host, error) { return w.c.pick() }
-func (w *connectWalk) Connected()                    { w.c.finish(nil) } // ends the episode, if the connect had one
-
-// Failed settles a connect that failed on h as a call's attempt that did
-// nothing is settled (outcome.Decide, then call.apply): h is marked and
-// held back for a backoff, and the connect ends with ErrBudgetExhausted
-// once failover_max_attempts or failover_max_duration is spent.
-func (w *connectWalk) Failed(h *hostpool.Host, err *follow.ConnectError) error {
-	c := &w.c
-	if c.host != h {
-		c.host, c.epoch = h, c.p.hosts.EpochOf(h)
-	}
-	f := outcome.Failure{Phase: outcome.Call, Class: hosthealth.Transport, Rule: outcome.Idempotent, DidNotRun: true,
-		CallerDone: outcome.CallerDone(c.ctx), FailedOver: c.is(episode), Attempts: c.events().attempts, MaxAttempts: c.p.cfg.MaxAttempts, TimeLeft: c.timeLeft()}
-	if err.Reached {
-		f.Class = hosthealth.Transient // it answered, and refused
-	}
-	if e := c.apply(outcome.Decide(f), err); e != errRetry {
-		return e
-	}
-	return nil
-}
-
 // followerUsable reports whether an idle connection of PgxPool's may be
 // handed out: usable as for a host's own pool, and its host still one the
 // Pool would send a call to.
@@ -145,8 +114,8 @@ func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	pc := conn.PgConn()
 	st := hostpool.StateOf(pc)
 	h := st.Host
-	rs := p.state.Routes()
-	return h != nil && rs.Holds(h.Addr, h) && p.hosts.Reusable(h, pc, st) && rs.Usable(h.Addr, p.cfg.Target)
+	rs := p.eng.State.Routes()
+	return h != nil && rs.Holds(h.Addr, h) && p.eng.Hosts.Reusable(h, pc, st) && rs.Usable(h.Addr, p.cfg.Target)
 }
 
 // AcquireAllIdle acquires every idle connection of every host's pool, as
@@ -156,7 +125,7 @@ func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 // fail over.
 func (p *Pool) AcquireAllIdle(ctx context.Context) []*pgxpool.Conn {
 	var conns []*pgxpool.Conn
-	for _, h := range p.state.Routes().Table.List {
+	for _, h := range p.eng.State.Routes().Table.List {
 		conns = append(conns, h.Calls.AcquireAllIdle(ctx)...)
 	}
 	return conns

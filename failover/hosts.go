@@ -12,12 +12,6 @@ import (
 	"github.com/pgfailover/pgfailover/topology"
 )
 
-// routes is the Pool's routing value: everything host state offers a
-// pick (the hosts' health and rankings, the host table, the replicas'
-// freshness), published by the Pool's owner of host state
-// (internal/hoststate) and read lock-free through Pool.state.Routes.
-type routes = hoststate.Routes[hostpool.Host]
-
 // hostTable is the set of hosts the Pool uses, by address and in order.
 type hostTable = hoststate.Table[hostpool.Host]
 
@@ -26,11 +20,11 @@ type hostTable = hoststate.Table[hostpool.Host]
 func (p *Pool) newHostSet() *hostpool.Set {
 	return hostpool.New(hostpool.Config{
 		Target:              p.cfg.Target,
-		State:               p.state,
-		Clock:               p.clock,
-		Telemetry:           p.telemetry,
-		Log:                 p.log,
-		Life:                p.life,
+		State:               p.eng.State,
+		Clock:               p.eng.Clock,
+		Telemetry:           p.eng.Telemetry,
+		Log:                 p.eng.Log,
+		Life:                p.eng.Life,
 		Go:                  p.bg.Go,
 		GoUnlessClosed:      p.goUnlessClosed,
 		ProbeConnectTimeout: p.probeTimeout(),
@@ -38,7 +32,7 @@ func (p *Pool) newHostSet() *hostpool.Set {
 		Schedule:            probe.Schedule{Idle: p.cfg.HealthProbeInterval, WaitMax: p.cfg.HealthProbeWaitMax, Recheck: p.cfg.NameRecheckInterval, Rand: rand.Int64N},
 		ReadyConns:          p.cfg.ReadyConns,
 		Demoted:             func(addr string) { p.follower().Demoted(addr) },
-		Failed:              func(addr string, err error) { p.steer.failed(addr, err) },
+		Failed:              func(addr string, err error) { p.eng.Steer.Failed(addr, err) },
 		Refresh:             p.refreshTopology,
 	})
 }
@@ -53,14 +47,14 @@ func (p *Pool) newHostSet() *hostpool.Set {
 func (p *Pool) setHosts(sourced []topology.Member) error {
 	p.topoMu.Lock()
 	defer p.topoMu.Unlock()
-	if p.closed.Load() {
+	if p.eng.Closed() {
 		return ErrClosed
 	}
 	if sourced != nil {
 		p.sourced = sourced
 	}
 	wanted, configs := p.wantedHosts()
-	before := p.state.Routes()
+	before := p.eng.State.Routes()
 	old := before.Table
 	next := &hostTable{ByAddr: make(map[string]*hostpool.Host, len(wanted))}
 	var errs []error
@@ -68,14 +62,14 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		h := old.ByAddr[w.Addr]
 		if h == nil {
 			var err error
-			if h, err = p.hosts.NewHost(configs[i].Host, configs[i].Port, p.cfg.hostConfig(configs[i])); err != nil {
+			if h, err = p.eng.Hosts.NewHost(configs[i].Host, configs[i].Port, p.cfg.hostConfig(configs[i])); err != nil {
 				err = &HostError{Addr: w.Addr, Err: err}
 				p.logHostError(w.Addr, err)
 				errs = append(errs, err)
 				continue
 			}
 			if p.probing {
-				p.hosts.StartProbe(h)
+				p.eng.Hosts.StartProbe(h)
 			}
 		}
 		next.ByAddr[w.Addr] = h
@@ -88,10 +82,10 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 	}
 	// The new table and the new host set are published together; only
 	// then the removed hosts go.
-	p.hosts.SetTable(next, wanted)
+	p.eng.Hosts.SetTable(next, wanted)
 	for _, h := range old.List {
 		if next.ByAddr[h.Addr] == nil {
-			p.hosts.Retire(h)
+			p.eng.Hosts.Retire(h)
 		}
 	}
 	// A member newly named the primary is probed at once: a promotion may
@@ -101,7 +95,7 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 			continue
 		}
 		if st, ok := before.Status(w.Addr); (!ok || st.Claimed != hosthealth.RolePrimary) && next.ByAddr[w.Addr] != nil {
-			p.hosts.HintPrimary(next.ByAddr[w.Addr])
+			p.eng.Hosts.HintPrimary(next.ByAddr[w.Addr])
 		}
 	}
 	return errors.Join(errs...)
@@ -141,44 +135,29 @@ func (p *Pool) startProbing() {
 	p.topoMu.Lock()
 	defer p.topoMu.Unlock()
 	p.probing = true
-	for _, h := range p.state.Routes().Table.List {
-		p.hosts.StartProbe(h)
+	for _, h := range p.eng.State.Routes().Table.List {
+		p.eng.Hosts.StartProbe(h)
 	}
 }
 
 // watch follows the topology source until the Pool closes. reported is
 // called after each update has been applied.
 func (p *Pool) watch(src topology.Source, reported func()) {
-	err := src.Watch(p.life, func(t topology.Topology) {
+	err := src.Watch(p.eng.Life, func(t topology.Topology) {
 		members := t.Members
 		if members == nil {
 			members = []topology.Member{}
 		}
 		p.setHosts(members) // hosts that cannot be added are logged
-		p.steer.members(members)
+		p.eng.Steer.Members(members)
 		reported()
 	})
-	if err != nil && p.life.Err() == nil {
-		p.log.Warn("topology", "pgfailover: the topology source stopped", slog.String("error", err.Error()))
+	if err != nil && p.eng.Life.Err() == nil {
+		p.eng.Log.Warn("topology", "pgfailover: the topology source stopped", slog.String("error", err.Error()))
 	}
 }
 
 // logHostError logs a host that could not be added.
 func (p *Pool) logHostError(addr string, err error) {
-	p.log.WarnHost(addr, "pgfailover: host not added", slog.String("error", err.Error()))
-}
-
-// noteWrite records that a call that may have written succeeded. The
-// clock is read once. The time is kept exactly, never moving back, so
-// that a sample of the primary taken after it is known to be (see
-// Reader.pin); a writer that finds a later time already there writes
-// nothing.
-func (p *Pool) noteWrite() {
-	now := p.clock.Now().UnixNano()
-	for {
-		old := p.lastWrite.Load()
-		if now <= old || p.lastWrite.CompareAndSwap(old, now) {
-			return
-		}
-	}
+	p.eng.Log.WarnHost(addr, "pgfailover: host not added", slog.String("error", err.Error()))
 }

@@ -103,13 +103,13 @@ func (p *Pool) Listen(ctx context.Context, channels ...string) (*Listener, error
 }
 
 // goUnlessClosed runs f on a goroutine of the Pool's, which Close joins; f
-// must return once p.life ends. It runs nothing and reports false once the
+// must return once p.eng.Life ends. It runs nothing and reports false once the
 // Pool is closing. topoMu makes the check and the start one step against
 // Close, which sets closed before it takes topoMu and waits for bg after.
 func (p *Pool) goUnlessClosed(f func()) bool {
 	p.topoMu.Lock()
 	defer p.topoMu.Unlock()
-	if p.closed.Load() {
+	if p.eng.Closed() {
 		return false
 	}
 	p.bg.Go(f)
@@ -121,7 +121,7 @@ func (p *Pool) goUnlessClosed(f func()) bool {
 // is left to the Listener's goroutine), and the server ends the session.
 func (l *Listener) endWithPool() {
 	select {
-	case <-l.pool.life.Done():
+	case <-l.pool.eng.Life.Done():
 	case <-l.done:
 		return
 	}
@@ -194,7 +194,7 @@ func (l *Listener) connect(ctx context.Context) error {
 		conn.Close(context.Background())
 		return ErrClosed
 	}
-	l.addr, l.since = conn.PgConn().Conn().RemoteAddr().String(), l.pool.clock.Now()
+	l.addr, l.since = conn.PgConn().Conn().RemoteAddr().String(), l.pool.eng.Clock.Now()
 	return nil
 }
 
@@ -220,7 +220,7 @@ func (l *Listener) Next(ctx context.Context) (*pgconn.Notification, error) {
 	}
 	n, err := l.conn.WaitForNotification(ctx)
 	if err == nil {
-		l.since = l.pool.clock.Now()
+		l.since = l.pool.eng.Clock.Now()
 		return n, nil
 	}
 	if l.poolEnded() {
@@ -231,7 +231,7 @@ func (l *Listener) Next(ctx context.Context) (*pgconn.Notification, error) {
 		return nil, ctx.Err() // the session is still good
 	}
 	l.drop()
-	l.lost, l.cause = l.pool.clock.Now(), err
+	l.lost, l.cause = l.pool.eng.Clock.Now(), err
 	return nil, l.regain(ctx)
 }
 
@@ -239,7 +239,7 @@ func (l *Listener) Next(ctx context.Context) (*pgconn.Notification, error) {
 // *GapError that reports the loss, or the error that stopped it.
 func (l *Listener) regain(ctx context.Context) error {
 	since := l.since // connect moves it to the new session's LISTENs
-	waits := l.pool.backoffPolicy().Start()
+	waits := l.pool.eng.BackoffPolicy().Start()
 	for {
 		err := l.connect(ctx)
 		if err == nil {
@@ -248,7 +248,7 @@ func (l *Listener) regain(ctx context.Context) error {
 		if outcome.CallerDone(ctx) || errors.Is(err, ErrClosed) || !l.resumable(err) {
 			return err
 		}
-		switch waits.Wait(ctx, l.pool.life.Done()) {
+		switch waits.Wait(ctx, l.pool.eng.Life.Done()) {
 		case nil:
 		case backoff.ErrStopped:
 			return ErrClosed
@@ -274,7 +274,7 @@ func (l *Listener) resumable(err error) bool {
 	if _, ok := errors.AsType[*HostError](err); ok {
 		return false
 	}
-	f, _ := outcome.Describe(err, outcome.Call, outcome.Idempotent, l.pool.picker.target)
+	f, _ := outcome.Describe(err, outcome.Call, outcome.Idempotent, l.pool.cfg.Target)
 	f.MaxAttempts, f.TimeLeft = 2, true
 	return outcome.Decide(f).Verdict == outcome.TryNext
 }

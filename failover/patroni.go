@@ -21,7 +21,7 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 		mp = otel.GetMeterProvider()
 	}
 	clientCfg := patroni.ClientConfig{URLs: p.cfg.patroni.APIURLs, MeterProvider: mp}
-	clock.Configure(&clientCfg, p.clock)
+	clock.Configure(&clientCfg, p.eng.Clock)
 	client, err := patroni.NewClient(clientCfg)
 	if err != nil {
 		return nil, &ConfigError{Key: keyPatroniAPIURLs, Msg: err.Error(), Err: err}
@@ -35,7 +35,7 @@ func (p *Pool) patroniSource() (*patroni.Source, error) {
 		Logger:          p.cfg.Logger,
 		MeterProvider:   mp,
 	}
-	clock.Configure(&srcCfg, p.clock)
+	clock.Configure(&srcCfg, p.eng.Clock)
 	return patroni.NewSource(srcCfg)
 }
 

@@ -11,11 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/pgfailover/pgfailover/failover/internal/engine"
 	"github.com/pgfailover/pgfailover/failover/internal/follow"
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/hoststate"
-	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
 	"github.com/pgfailover/pgfailover/patroni"
 	"github.com/pgfailover/pgfailover/replica"
@@ -35,37 +35,16 @@ import (
 //
 // A Pool is safe for concurrent use.
 type Pool struct {
-	cfg       *Config
-	clock     clock.Clock
-	picker    picker // the hosts for the Pool's target
-	reader    *Reader
-	steer     steerer // the local-first fallback (fallback_local), or noSteer
-	telemetry *telemetry.Instruments
+	cfg    *Config
+	eng    engine.Engine // runs the calls; holds the clock, the host state and set, telemetry and steerer they read
+	reader *Reader
 
-	// state owns what the Pool knows of its hosts and publishes the
-	// routing value the picks read. hosts is the hosts at work: their
-	// pools, probes and waits; every observation of a host goes to state
-	// through it (hosts.Observe), and so does every host table (setHosts).
-	state *hoststate.Owner[hostpool.Host]
-	hosts *hostpool.Set
-	log   telemetry.Logger // Config.Logger's lines
 	// topoMu serializes changes to the host set and guards sourced and
 	// probing. No I/O while held: creating a host's pgxpool connects
 	// nothing.
 	topoMu  sync.Mutex
 	sourced []topology.Member // the topology source's last report
 	probing bool              // probe loops run; new hosts get one at once
-
-	// lastWrite is the clock reading (Unix nanoseconds) when a call that
-	// may have written last succeeded, once the Reader has been asked for
-	// (see recordsWrites).
-	lastWrite atomic.Int64
-	// readerTaken says that Reader has been called; calledOnce that a
-	// call through the Pool has succeeded. Each is stored once.
-	readerTaken atomic.Bool
-	calledOnce  atomic.Bool
-
-	classes classes // the classifier's verdicts on the statements seen
 
 	hostGauge  metric.Registration // the pgfailover.host.state callback
 	steerGauge metric.Registration // the steerer's gauges, if it has any
@@ -77,9 +56,7 @@ type Pool struct {
 	follow   atomic.Pointer[follow.Pool]
 	followMu sync.Mutex
 
-	closed    atomic.Bool
-	life      context.Context // ends at Close: stops the probes, the topology watch and any wait
-	stop      context.CancelFunc
+	stop      context.CancelFunc // ends eng.Life at Close: stops the probes, the topology watch and any wait
 	closeOnce sync.Once
 	bg        sync.WaitGroup // probes, drains of removed hosts, the topology watch
 }
@@ -119,36 +96,44 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	p := &Pool{
-		cfg:    cfg,
-		clock:  cfg.clock,
-		picker: picker{target: cfg.Target},
-		steer:  noSteer{},
-	}
-	if p.clock == nil {
-		p.clock = clock.Real()
+	p := &Pool{cfg: cfg}
+	_, tracesAcquire := cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer)
+	p.eng.Init(engine.Settings{
+		Target:             cfg.Target,
+		MaxAttempts:        cfg.MaxAttempts,
+		MaxDuration:        cfg.MaxDuration,
+		BackoffInitial:     cfg.BackoffInitial,
+		BackoffMax:         cfg.BackoffMax,
+		HealthProbeTimeout: cfg.HealthProbeTimeout,
+		Replica: replica.Policy{
+			MaxLag:        cfg.Replica.MaxLag,
+			PinAfterWrite: cfg.Replica.PinAfterWrite,
+			OutageReads:   cfg.Replica.OutageReads,
+		},
+		ReplicaWait:   cfg.Replica.Wait,
+		TracesAcquire: tracesAcquire,
+	})
+	p.eng.Clock, p.eng.Steer = cfg.clock, engine.NoSteer{}
+	if p.eng.Clock == nil {
+		p.eng.Clock = clock.Real()
 	}
 	var err error
-	p.telemetry, err = telemetry.New(telemetry.Config{MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider, Clock: p.clock, Database: cfg.ConnConfig.Database})
+	p.eng.Telemetry, err = telemetry.New(telemetry.Config{MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider, Clock: p.eng.Clock, Database: cfg.ConnConfig.Database})
 	if err != nil {
 		return nil, err
 	}
-	p.log = telemetry.NewLogger(cfg.Logger, p.clock)
-	p.state = hoststate.New[hostpool.Host](hoststate.Options{Target: cfg.Target, Zone: cfg.Zone, Now: p.clock.Now})
-	p.reader = &Reader{p: p, wait: cfg.Replica.Wait, router: replica.Router{Policy: replica.Policy{
-		MaxLag:        cfg.Replica.MaxLag,
-		PinAfterWrite: cfg.Replica.PinAfterWrite,
-		OutageReads:   cfg.Replica.OutageReads,
-	}}}
-	p.life, p.stop = context.WithCancel(context.Background())
-	p.hosts = p.newHostSet()
+	p.eng.Log = telemetry.NewLogger(cfg.Logger, p.eng.Clock)
+	p.eng.State = hoststate.New[hostpool.Host](hoststate.Options{Target: cfg.Target, Zone: cfg.Zone, Now: p.eng.Clock.Now})
+	p.reader = &Reader{p: p, r: p.eng.Reader()}
+	p.eng.Life, p.stop = context.WithCancel(context.Background())
+	p.eng.Hosts = p.newHostSet()
 
-	if err := p.setHosts(nil); err != nil && len(p.state.Routes().Table.List) == 0 {
+	if err := p.setHosts(nil); err != nil && len(p.eng.State.Routes().Table.List) == 0 {
 		p.Close()
 		return nil, err
 	}
 	if cfg.patroni.FallbackLocal {
-		if p.steer, err = newLocalFirst(p); err != nil {
+		if p.eng.Steer, err = newLocalFirst(p); err != nil {
 			p.Close()
 			return nil, err
 		}
@@ -169,7 +154,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		var once sync.Once
 		p.bg.Go(func() { p.watch(src, func() { once.Do(func() { close(first) }) }) })
 		if !cfg.LazyConnect {
-			t := p.clock.NewTimer(p.probeTimeout())
+			t := p.eng.Clock.NewTimer(p.probeTimeout())
 			select {
 			case <-first:
 			case <-t.C():
@@ -185,11 +170,11 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		}
 	}
 	p.startProbing()
-	if p.hostGauge, err = p.telemetry.RegisterHosts(p.observeHosts); err != nil {
+	if p.hostGauge, err = p.eng.Telemetry.RegisterHosts(p.observeHosts); err != nil {
 		p.Close()
 		return nil, err
 	}
-	if p.steerGauge, err = p.steer.register(p.telemetry.Meter()); err != nil {
+	if p.steerGauge, err = p.eng.Steer.Register(p.eng.Telemetry.Meter()); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -206,7 +191,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 // more than once.
 func (p *Pool) Close() {
 	p.closeOnce.Do(func() {
-		p.closed.Store(true)
+		p.eng.MarkClosed()
 		if p.hostGauge != nil {
 			p.hostGauge.Unregister()
 		}
@@ -218,7 +203,7 @@ func (p *Pool) Close() {
 		f, rf := p.follow.Load(), p.reader.follow.Load()
 		p.followMu.Unlock()
 		p.topoMu.Lock() // no host is added once closed is set and this is held
-		hosts := p.state.Routes().Table.List
+		hosts := p.eng.State.Routes().Table.List
 		p.topoMu.Unlock()
 		var following []*pgxpool.Pool
 		for _, f := range []*follow.Pool{f, rf} {
@@ -226,7 +211,7 @@ func (p *Pool) Close() {
 				following = append(following, f.PgxPool)
 			}
 		}
-		p.hosts.ClosePools(hosts, following...)
+		p.eng.Hosts.ClosePools(hosts, following...)
 		p.bg.Wait()
 		if p.patroniClient != nil {
 			p.patroniClient.CloseIdleConnections()
@@ -242,7 +227,7 @@ func (p *Pool) Close() {
 // ones at once, those in use when they are released. The probes' own
 // connections stay.
 func (p *Pool) Reset() {
-	for _, h := range p.state.Routes().Table.List {
+	for _, h := range p.eng.State.Routes().Table.List {
 		h.Calls.Reset()
 		h.Reads.Reset()
 	}
@@ -262,15 +247,7 @@ func (p *Pool) Config() *Config { return p.cfg.Copy() }
 // Acquire returns a connection from the best host for the target. The
 // connection is pinned to that host: if it fails, the error is returned as
 // is and nothing is retried elsewhere. Release it when done.
-func (p *Pool) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
-	var c call
-	p.startCall(&c, ctx)
-	conn, err := c.acquire()
-	if err != nil {
-		return nil, err
-	}
-	return conn, c.done(nil, outcome.Idempotent)
-}
+func (p *Pool) Acquire(ctx context.Context) (*pgxpool.Conn, error) { return p.eng.Acquire(ctx) }
 
 // AcquireFunc acquires a connection, calls f with it and releases it. Like
 // Acquire, it fails over only while acquiring; an error from f is returned
@@ -286,15 +263,7 @@ func (p *Pool) AcquireFunc(ctx context.Context, f func(*pgxpool.Conn) error) err
 
 // Ping checks that a host satisfying the target answers, failing over like
 // any other read.
-func (p *Pool) Ping(ctx context.Context) error {
-	var c call
-	p.startCall(&c, ctx)
-	return c.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
-		err := conn.Ping(ctx)
-		conn.Release()
-		return outcome.Idempotent, err
-	})
-}
+func (p *Pool) Ping(ctx context.Context) error { return p.eng.Ping(ctx) }
 
 // Exec runs sql on the primary (or the best host for the target). It moves
 // to another host only when the statement provably did nothing on the
@@ -305,21 +274,7 @@ func (p *Pool) Ping(ctx context.Context) error {
 // error wrapping ErrCommitOutcomeUnknown (for anything but a plain read)
 // and never runs it again.
 func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	var c call
-	p.startCall(&c, ctx)
-	c.sql = sql
-	var tag pgconn.CommandTag
-	err := c.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
-		var err error
-		tag, err = conn.Exec(ctx, sql, args...)
-		err = explainRefusal(ctx, conn, err)
-		conn.Release()
-		if err == nil && !c.recording() {
-			return 0, nil
-		}
-		return p.classes.execPolicy(ctx, sql), err
-	})
-	return tag, err
+	return p.eng.Exec(ctx, sql, args...)
 }
 
 // CopyFrom runs a COPY FROM on the best host. It moves to another host only
@@ -327,34 +282,7 @@ func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 // did nothing: it never reached the server, or the server refused it
 // before running it.
 func (p *Pool) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
-	src := &watchedSource{CopyFromSource: rowSrc}
-	var c call
-	p.startCall(&c, ctx)
-	var n int64
-	err := c.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
-		var err error
-		n, err = conn.Conn().CopyFrom(ctx, tableName, columnNames, src)
-		conn.Release()
-		if err == nil && !c.recording() {
-			return 0, nil
-		}
-		if src.touched {
-			return outcome.MayWrite, err // rows were consumed: never sent again
-		}
-		return outcome.WriteOnce, err
-	})
-	return n, err
-}
-
-// watchedSource remembers whether COPY has started reading rows.
-type watchedSource struct {
-	pgx.CopyFromSource
-	touched bool
-}
-
-func (s *watchedSource) Next() bool {
-	s.touched = true
-	return s.CopyFromSource.Next()
+	return p.eng.CopyFrom(ctx, tableName, columnNames, rowSrc)
 }
 
 // Begin starts a transaction on the best host. See BeginTx.
@@ -370,25 +298,37 @@ func (p *Pool) Begin(ctx context.Context) (pgx.Tx, error) {
 // died with COMMIT in flight. RunTx runs a whole transaction function again
 // after an interruption.
 func (p *Pool) BeginTx(ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
-	var c call
-	p.startCall(&c, ctx)
-	return p.beginTx(&c, ctx, txOptions)
+	return p.eng.BeginTx(ctx, txOptions)
 }
 
-// beginTx begins a transaction through call c.
-func (p *Pool) beginTx(c *call, ctx context.Context, txOptions pgx.TxOptions) (pgx.Tx, error) {
-	var t *tx
-	err := c.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
-		inner, err := conn.BeginTx(ctx, txOptions)
-		if err != nil {
-			conn.Release()
-			return outcome.Idempotent, err
-		}
-		t = &tx{Tx: &pinnedTx{Tx: inner, conn: conn}, p: p, host: c.host, epoch: c.epoch, writes: txOptions.AccessMode != pgx.ReadOnly}
-		return outcome.Idempotent, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+// QueryRow runs a query expected to return at most one row. As with
+// pgxpool, the statement is sent at once and errors are deferred to Scan.
+// Scan may run a replay-safe query again on another host when its
+// connection failed before the query completed, even after its row was
+// scanned (the new row overwrites dest whole); any other query only when
+// it provably did not run.
+func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return p.eng.QueryRow(ctx, sql, args...)
+}
+
+// Query runs a query and returns its rows. Close the rows (or read them to
+// the end) to give the connection back. Before its first row reaches the
+// caller, a replay-safe read moves to another host after any failover
+// event, and any other statement only when it provably did not run. Once a
+// row has been delivered, a failure ends the rows with an error, and rows
+// from another execution are never added.
+func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.eng.Query(ctx, sql, args...)
+}
+
+// SendBatch sends a batch to the best host. While none of its results has
+// been read, the whole batch moves to another host under the rules of
+// Query: a batch made only of replay-safe reads after any failover event,
+// any other batch only when its first statement provably did not run.
+// After a result has been read, errors are returned as they come, and a
+// batch that may write and is cut off has an unknown outcome. Close never
+// sends the batch again. A batch that begins a transaction is pinned to its
+// host like Begin.
+func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return p.eng.SendBatch(ctx, b)
 }

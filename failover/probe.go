@@ -26,17 +26,17 @@ func (p *Pool) probeTimeout() time.Duration {
 // listing every host's outcome, when no host is reachable in a role the
 // target accepts.
 func (p *Pool) probeAll(ctx context.Context) error {
-	hosts := p.state.Routes().Table.List
+	hosts := p.eng.State.Routes().Table.List
 	if len(hosts) == 0 {
 		return &FailoverError{Kind: ErrNoHost}
 	}
 	results := make([]hostpool.ProbeResult, len(hosts))
-	ran, refused := probe.First(p.clock, len(hosts), func(i int) error {
-		results[i] = p.hosts.ProbeOnce(ctx, hosts[i], probe.Plan{})
+	ran, refused := probe.First(p.eng.Clock, len(hosts), func(i int) error {
+		results[i] = p.eng.Hosts.ProbeOnce(ctx, hosts[i], probe.Plan{})
 		return results[i].Err
 	}, func(i int) bool { return hosts[i].Socks.Answered() })
 	for i := range ran {
-		p.hosts.Probed(hosts[i], results[i])
+		p.eng.Hosts.Probed(hosts[i], results[i])
 	}
 	if refused >= 0 {
 		return &HostError{Addr: hosts[refused].Addr, Err: results[refused].Err}

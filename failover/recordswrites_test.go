@@ -37,24 +37,24 @@ func TestSuccessesUnrecordedWithoutAReader(t *testing.T) {
 		}
 	}
 	run()
-	if m := p.classes.known.Load(); m != nil {
-		t.Errorf("without a Reader, the successes were classified: %v", *m)
+	if n := p.eng.Classified(); n != 0 {
+		t.Errorf("without a Reader, the successes were classified: %d statements", n)
 	}
-	if n := p.lastWrite.Load(); n != 0 {
-		t.Errorf("without a Reader, a write was timed: %d", n)
+	if w := p.eng.LastWrite(); !w.IsZero() {
+		t.Errorf("without a Reader, a write was timed: %v", w)
 	}
 
 	p.Reader()
-	taken := p.lastWrite.Load()
-	if taken == 0 {
+	taken := p.eng.LastWrite()
+	if taken.IsZero() {
 		t.Fatal("the first Reader call after calls did not count as a write")
 	}
 	run()
-	if m := p.classes.known.Load(); m == nil || len(*m) != 2 {
-		t.Errorf("with a Reader, the successes were not classified: %v", m)
+	if n := p.eng.Classified(); n != 2 {
+		t.Errorf("with a Reader, the successes were not classified: %d statements, want 2", n)
 	}
-	if n := p.lastWrite.Load(); n <= taken {
-		t.Errorf("with a Reader, the write was not timed: %d, before %d", n, taken)
+	if w := p.eng.LastWrite(); !w.After(taken) {
+		t.Errorf("with a Reader, the write was not timed: %v, before %v", w, taken)
 	}
 }
 
@@ -78,7 +78,7 @@ func TestUnknownOutcomeTimesAWrite(t *testing.T) {
 	if _, err := p.Exec(ctx, "CREATE TABLE t (v int)"); err != nil {
 		t.Fatal(err)
 	}
-	before := p.lastWrite.Load()
+	before := p.eng.LastWrite()
 
 	done := make(chan error, 1)
 	go func() {
@@ -105,7 +105,7 @@ func TestUnknownOutcomeTimesAWrite(t *testing.T) {
 	if !errors.Is(insertErr, ErrCommitOutcomeUnknown) {
 		t.Fatalf("the insert ended with %v, want ErrCommitOutcomeUnknown", insertErr)
 	}
-	if n := p.lastWrite.Load(); n <= before {
-		t.Errorf("a write of unknown outcome was not timed: %d, before %d", n, before)
+	if w := p.eng.LastWrite(); !w.After(before) {
+		t.Errorf("a write of unknown outcome was not timed: %v, before %v", w, before)
 	}
 }

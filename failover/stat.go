@@ -50,8 +50,8 @@ type HostStat struct {
 
 // Stat returns a snapshot of every host's health and pool.
 func (p *Pool) Stat() *Stat {
-	rs := p.state.Routes()
-	now := p.clock.Now()
+	rs := p.eng.State.Routes()
+	now := p.eng.Clock.Now()
 	s := &Stat{hosts: make([]HostStat, 0, len(rs.Table.List))}
 	// The routes' hosts are in the table's order: the connection string's
 	// first, then the source's.

@@ -1,37 +1,19 @@
 package failover
 
 import (
-	"errors"
-
 	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
 // The Pool's instruments and log lines are internal/telemetry's; the Pool
-// says when something happened, and what its calls' errors mean.
-
-// callOutcome names how a call that met a failover event ended: a value of
-// pgfailover.outcome.
-func callOutcome(err error) telemetry.Outcome {
-	switch {
-	case err == nil:
-		return telemetry.OutcomeSurvived
-	case errors.Is(err, ErrCommitOutcomeUnknown):
-		return telemetry.OutcomeCommitOutcomeUnknown
-	case errors.Is(err, ErrNoHost):
-		return telemetry.OutcomeNoHost
-	case errors.Is(err, ErrBudgetExhausted):
-		return telemetry.OutcomeBudgetExhausted
-	}
-	return telemetry.OutcomeFailed
-}
+// says when something happened.
 
 // observeHosts fills in what the Pool's observable instruments read at a
 // collection: every host of the table whose pools were built, and the
 // pools of PgxPool and the Reader's PgxPool.
 func (p *Pool) observeHosts(ob *telemetry.Observation) {
-	rs := p.state.Routes()
+	rs := p.eng.State.Routes()
 	s := rs.Health
-	now := p.clock.Now()
+	now := p.eng.Clock.Now()
 	ob.Hosts = make([]telemetry.HostView, 0, s.Len())
 	for i := range s.Len() {
 		hp := rs.Hosts[i].Entry

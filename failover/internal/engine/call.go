@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -38,7 +38,7 @@ var errRetry = errors.New("pgfailover: retry")
 // bounded by one deadline fixed at the first failover event
 // (failover_max_duration) and by the caller's context.
 type call struct {
-	p      *Pool
+	e      *Engine
 	ctx    context.Context
 	picker picker         // which hosts the call may use, best first
 	host   *hostpool.Host // host of the current attempt, nil before the first
@@ -141,15 +141,15 @@ func (c *call) passedOver() bool {
 // ctx. Calls are set up in place, field by field: a call returned by value,
 // or built as a composite literal, is built in a temporary and copied,
 // which costs every call twice its size in stack.
-func (p *Pool) startCall(c *call, ctx context.Context) {
-	c.p, c.ctx, c.picker = p, ctx, p.picker
+func (e *Engine) startCall(c *call, ctx context.Context) {
+	c.e, c.ctx, c.picker = e, ctx, picker{target: e.Target}
 }
 
 // recording reports whether a success of the call records that it may
-// have written (Pool.recordsWrites): then, and only then, the policy its
+// have written (Engine.recordsWrites): then, and only then, the policy its
 // attempt reports to done must say so. The Reader's calls never write.
 func (c *call) recording() bool {
-	return c.picker.reads == nil && c.p.recordsWrites(c.ctx)
+	return c.picker.reads == nil && c.e.recordsWrites(c.ctx)
 }
 
 // errKeep is what an attempt's op returns when it succeeded but the call
@@ -186,30 +186,30 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			return nil, err
 		}
 		conn, err := c.acquireFrom(h)
-		if err == nil && c.picker.reads != nil && c.p.reader.elsewhere(h, conn) {
+		if err == nil && c.picker.reads != nil && c.e.reader.elsewhere(h, conn) {
 			// Behind a name that spreads connections over servers, this
 			// one's server is judged on the connection itself, whether
 			// the read was routed to h as a replica or as the primary:
 			// the server it reached may be neither.
-			if !c.p.reader.confirmElsewhere(c, h, conn) {
+			if !c.e.reader.confirmElsewhere(c, h, conn) {
 				conn.Release()
 				continue
 			}
-		} else if err == nil && c.is(verifyPos) && !c.p.reader.confirm(c, h, conn) {
+		} else if err == nil && c.is(verifyPos) && !c.e.reader.confirm(c, h, conn) {
 			// Not there yet: another replica, or the primary, takes the read.
 			conn.Release()
 			continue
 		}
 		if err == nil {
 			if c.picker.reads != nil {
-				c.p.telemetry.ReadRouted(c.ctx, c.reason)
+				c.e.Telemetry.ReadRouted(c.ctx, c.reason)
 			}
 			return conn, nil
 		}
 		switch {
-		case c.p.closed.Load():
+		case c.e.Closed():
 			return nil, ErrClosed
-		case !c.p.state.Routes().Holds(h.Addr, h), errors.Is(err, hostpool.ErrHostNotUsable):
+		case !c.e.State.Routes().Holds(h.Addr, h), errors.Is(err, hostpool.ErrHostNotUsable):
 			continue // the host left the topology, or went down, while we waited for it
 		case c.is(episode) && !outcome.CallerDone(c.ctx) && !c.timeLeft():
 			// The budget, not the host, ended the attempt; what the host
@@ -237,7 +237,7 @@ func (c *call) acquireFrom(h *hostpool.Host) (*pgxpool.Conn, error) {
 		return pool.Acquire(c.ctx)
 	}
 	// What is left of the budget, on the Pool's clock, bounds the dial.
-	ctx, cancel := context.WithTimeout(c.ctx, c.ev.deadline.Sub(c.p.clock.Now()))
+	ctx, cancel := context.WithTimeout(c.ctx, c.ev.deadline.Sub(c.e.Clock.Now()))
 	defer cancel()
 	return pool.Acquire(ctx)
 }
@@ -246,17 +246,17 @@ func (c *call) acquireFrom(h *hostpool.Host) (*pgxpool.Conn, error) {
 // take it.
 func (c *call) pick() (*hostpool.Host, error) {
 	for {
-		if c.p.closed.Load() {
+		if c.e.Closed() {
 			return nil, ErrClosed
 		}
 		if err := c.ctx.Err(); err != nil {
 			c.traceDoneAcquire()
 			return nil, c.giveUp(c.noHostOr(ErrBudgetExhausted), err)
 		}
-		rs := c.p.state.Routes()
+		rs := c.e.State.Routes()
 		h, heldBack := c.picker.next(rs, c)
 		if h != nil {
-			c.host, c.epoch = h, c.p.hosts.EpochOf(h)
+			c.host, c.epoch = h, c.e.Hosts.EpochOf(h)
 			if c.tries < math.MaxUint8 {
 				c.tries++
 			}
@@ -276,10 +276,10 @@ func (c *call) traceDoneAcquire() {
 	if c.is(episode) {
 		return
 	}
-	if _, ok := c.p.cfg.ConnConfig.Tracer.(pgxpool.AcquireTracer); !ok {
+	if !c.e.TracesAcquire {
 		return
 	}
-	if h, _ := c.picker.next(c.p.state.Routes(), c); h != nil {
+	if h, _ := c.picker.next(c.e.State.Routes(), c); h != nil {
 		if conn, err := c.picker.poolOf(h).Acquire(c.ctx); err == nil {
 			conn.Release() // not expected: the context has ended
 		}
@@ -289,13 +289,13 @@ func (c *call) traceDoneAcquire() {
 // heldBack reports whether the call must not send to h yet: h failed under
 // this call and the backoff before sending there again has not run out.
 func (c *call) heldBack(h *hostpool.Host) bool {
-	return c.failedOn(h.Addr) && c.p.clock.Now().Before(c.ev.notBefore)
+	return c.failedOn(h.Addr) && c.e.Clock.Now().Before(c.ev.notBefore)
 }
 
 // noHostOr returns ErrNoHost when every host is in the wrong role for the
 // call's picker, else kind.
 func (c *call) noHostOr(kind error) error {
-	if c.picker.noHost(c.p.state.Routes().Health) {
+	if c.picker.noHost(c.e.State.Routes().Health) {
 		return ErrNoHost
 	}
 	return kind
@@ -309,7 +309,7 @@ func (c *call) noHostOr(kind error) error {
 // promotion is seen within tens of milliseconds.
 func (c *call) wait(rs *routes, heldBack bool) error {
 	c.startEpisode()
-	now := c.p.clock.Now()
+	now := c.e.Clock.Now()
 	until := c.ev.deadline
 	if heldBack && c.ev.notBefore.Before(until) {
 		until = c.ev.notBefore
@@ -319,12 +319,12 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 	}
 	// The timer is set before the wait is counted: whoever sees the call
 	// waiting sees its deadline armed.
-	t := c.p.clock.NewTimer(until.Sub(now))
+	t := c.e.Clock.NewTimer(until.Sub(now))
 	defer t.Stop()
 	onCalls := c.picker.reads == nil && !c.is(connect)
-	c.p.hosts.WaitStarted(onCalls, c.sql)
-	defer c.p.hosts.WaitEnded(onCalls)
-	defer func() { c.ev.waited += c.p.clock.Now().Sub(now) }()
+	c.e.Hosts.WaitStarted(onCalls, c.sql)
+	defer c.e.Hosts.WaitEnded(onCalls)
+	defer func() { c.ev.waited += c.e.Clock.Now().Sub(now) }()
 	select {
 	case <-c.picker.changed(rs):
 		return nil
@@ -332,7 +332,7 @@ func (c *call) wait(rs *routes, heldBack bool) error {
 		return nil // the deadline is checked again on the next round
 	case <-c.ctx.Done():
 		return c.giveUp(c.noHostOr(ErrBudgetExhausted), c.ctx.Err())
-	case <-c.p.life.Done():
+	case <-c.e.Life.Done():
 		return ErrClosed
 	}
 }

@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -71,11 +71,11 @@ func (r *Reader) routeInOutage(rs *routes, c *call, now time.Time) (int, replica
 // acknowledged before the read began).
 func (r *Reader) outageSince(c *call) time.Time {
 	if c.is(pinned) {
-		return r.p.lastWriteTime()
+		return r.e.LastWrite()
 	}
 	ev := c.events()
 	if ev.since.IsZero() {
-		ev.since = r.p.clock.Now()
+		ev.since = r.e.Clock.Now()
 	}
 	return ev.since
 }
@@ -132,8 +132,8 @@ func (r *Reader) look(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 		if !ok {
 			return false
 		}
-		r.p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Looked, Report: rep, Server: hostpool.StateOf(conn.Conn().PgConn()).Server})
-		rs := r.p.state.Routes()
+		r.e.Hosts.Observe(h, hoststate.Observation{Kind: hoststate.Looked, Report: rep, Server: hostpool.StateOf(conn.Conn().PgConn()).Server})
+		rs := r.e.State.Routes()
 		if rs.Outage == nil {
 			return false // a primary is usable again
 		}
@@ -149,7 +149,7 @@ func (r *Reader) look(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 // askHeld asks the server at the other end of conn what WAL it holds
 // (lookSQL), as of the time returned in the Report.
 func (r *Reader) askHeld(ctx context.Context, conn *pgxpool.Conn) (replica.Report, bool) {
-	rep := replica.Report{At: r.p.clock.Now()}
+	rep := replica.Report{At: r.e.Clock.Now()}
 	var replayed, received *string
 	if err := conn.QueryRow(ctx, lookSQL).Scan(&replayed, &received, &rep.Receiving); err != nil || replayed == nil {
 		return rep, false

@@ -1,16 +1,13 @@
-package failover
+package engine
 
 import (
-	"context"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
-	"github.com/pgfailover/pgfailover/topology"
+	"github.com/pgfailover/pgfailover/internal/hoststate"
 )
 
 // picker decides which hosts a call may use, and in which order. The Pool's
@@ -73,7 +70,7 @@ func (pk picker) next(rs *routes, c *call) (h *hostpool.Host, heldBack bool) {
 // steered returns the host the Pool's steerer chooses for c, when it can
 // take the call now and c does not hold it back, else nil.
 func (pk picker) steered(rs *routes, c *call) *hostpool.Host {
-	addr := c.p.steer.choose(c.ctx)
+	addr := c.e.Steer.Choose(c.ctx)
 	if addr == "" {
 		return nil
 	}
@@ -95,36 +92,8 @@ func (pk picker) noHost(s *hosthealth.Snapshot) bool {
 	return true
 }
 
-// steerer sends the Pool's own calls to a host of its choosing ahead of
-// the ranking: the local-first fallback (fallback_local, fallback.go) is
-// the one there is, and noSteer stands in when it is off. The walk, the
-// probes and the host table call it through this interface and know
-// nothing else of it. Its methods are safe for concurrent use; none does
-// I/O on the caller's goroutine, and only choose may wait.
-type steerer interface {
-	// choose returns the address of the host a call should go to now, or
-	// "" to let the ranking choose. The host is used only when it can
-	// take the call. choose may wait, within its own bound and ctx, for
-	// such a host to be found.
-	choose(ctx context.Context) string
-	// failed tells of a failover event on the host at addr, met by a call
-	// or a probe.
-	failed(addr string, err error)
-	// members hands over each report of the topology source.
-	members([]topology.Member)
-	// budget returns a call's failover budget, given the configured one.
-	budget(configured time.Duration) time.Duration
-	// register reports the steerer's gauges on meter at each collection;
-	// Close unregisters them. The registration is nil when it has none.
-	register(meter metric.Meter) (metric.Registration, error)
-}
-
-// noSteer is the steerer of a Pool without local-first fallback: the
-// ranking alone chooses.
-type noSteer struct{}
-
-func (noSteer) choose(context.Context) string                      { return "" }
-func (noSteer) failed(string, error)                               {}
-func (noSteer) members([]topology.Member)                          {}
-func (noSteer) budget(configured time.Duration) time.Duration      { return configured }
-func (noSteer) register(metric.Meter) (metric.Registration, error) { return nil, nil }
+// routes is the Pool's routing value: everything host state offers a
+// pick (the hosts' health and rankings, the host table, the replicas'
+// freshness), published by the owner of host state (internal/hoststate)
+// and read lock-free through Engine.State.Routes.
+type routes = hoststate.Routes[hostpool.Host]

@@ -1,9 +1,10 @@
-package failover
+package engine
 
 import (
 	"slices"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/backoff"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
@@ -29,7 +30,7 @@ func (c *call) done(err error, rule outcome.Rule) error {
 	}
 	if err == nil {
 		if rule&outcome.MayWrite != 0 && c.picker.reads == nil {
-			c.p.wrote(c.ctx, c.host)
+			c.e.wrote(c.ctx, c.host)
 		}
 		c.finish(nil)
 		return nil
@@ -41,10 +42,10 @@ func (c *call) done(err error, rule outcome.Rule) error {
 	// the caller gave up, which records nothing, and a new episode's
 	// deadline lies a positive budget ahead.
 	f.CallerDone = outcome.CallerDone(c.ctx)
-	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.is(episode), c.events().attempts, c.p.cfg.MaxAttempts, c.timeLeft()
+	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.is(episode), c.events().attempts, c.e.MaxAttempts, c.timeLeft()
 	d := outcome.Decide(f)
 	if d.Verdict == outcome.FailUnknown && rule&outcome.MayWrite != 0 && c.picker.reads == nil {
-		c.p.mayHaveWritten(c.ctx)
+		c.e.mayHaveWritten(c.ctx)
 	}
 	return c.apply(d, err)
 }
@@ -56,7 +57,7 @@ func (c *call) done(err error, rule outcome.Rule) error {
 // the verdict says.
 func (c *call) apply(d outcome.Decision, err error) error {
 	if d.Mark {
-		c.p.hosts.MarkFailed(c.host, c.epoch, d.Meaning, err)
+		c.e.Hosts.MarkFailed(c.host, c.epoch, d.Meaning, err)
 	}
 	if d.Record {
 		c.record(d.Meaning, err)
@@ -89,14 +90,14 @@ func (c *call) holdBack() {
 	ev.attempts++
 	ev.failed = append(ev.failed, c.host.Addr)
 	if ev.backoff == nil {
-		ev.backoff = newFullJitter(c.p.cfg.BackoffInitial, c.p.cfg.BackoffMax)
+		ev.backoff = backoff.NewFullJitter(c.e.BackoffInitial, c.e.BackoffMax)
 	}
-	ev.notBefore = c.p.clock.Now().Add(ev.backoff.NextBackOff())
+	ev.notBefore = c.e.Clock.Now().Add(ev.backoff.NextBackOff())
 }
 
 // timeLeft reports whether the failover budget has time left.
 func (c *call) timeLeft() bool {
-	return !c.is(episode) || c.p.clock.Now().Before(c.ev.deadline)
+	return !c.is(episode) || c.e.Clock.Now().Before(c.ev.deadline)
 }
 
 // failedOn reports whether this call failed on addr already.
@@ -133,17 +134,17 @@ func (c *call) finish(err error) {
 		return
 	}
 	if c.ev.waited > 0 {
-		c.p.telemetry.Waited(c.ctx, c.ev.span, c.ev.waited)
-		c.p.hosts.DropUnusedStandbys()
+		c.e.Telemetry.Waited(c.ctx, c.ev.span, c.ev.waited)
+		c.e.Hosts.DropUnusedStandbys()
 	}
 	outcome := callOutcome(err)
-	c.p.telemetry.EndEpisode(c.ctx, c.ev.span, int(c.tries), outcome, err)
-	c.p.log.Episode(c.firstFailed(), c.hostAddr(), outcome, int(c.tries), c.ev.waited, err)
+	c.e.Telemetry.EndEpisode(c.ctx, c.ev.span, int(c.tries), outcome, err)
+	c.e.Log.Episode(c.firstFailed(), c.hostAddr(), outcome, int(c.tries), c.ev.waited, err)
 	if st, ok := c.ctx.Value(insideRunTx{}).(*runTxState); ok {
 		st.failedOver = true
 		return
 	}
-	c.p.telemetry.Counted(c.ctx, outcome)
+	c.e.Telemetry.Counted(c.ctx, outcome)
 }
 
 // firstFailed is the address of the host the call's episode met its
@@ -171,15 +172,15 @@ func (c *call) startEpisode() {
 	}
 	c.set(episode, true)
 	ev := c.events()
-	ev.deadline = c.p.clock.Now().Add(c.p.steer.budget(c.p.cfg.MaxDuration))
-	ev.span = c.p.telemetry.StartEpisode(c.ctx)
+	ev.deadline = c.e.Clock.Now().Add(c.e.Steer.Budget(c.e.MaxDuration))
+	ev.span = c.e.Telemetry.StartEpisode(c.ctx)
 }
 
 // record notes a failover event on the current host.
 func (c *call) record(class hosthealth.Class, err error) {
 	c.startEpisode()
 	c.note(c.host.Addr, err)
-	c.p.telemetry.HostFailed(c.ev.span, c.host.Server, class, err)
+	c.e.Telemetry.HostFailed(c.ev.span, c.host.Server, class, err)
 }
 
 // noteFirst keeps err as host addr's outcome unless it has one.
@@ -216,7 +217,7 @@ func (c *call) giveUp(kind, cause error) error {
 	fe := &FailoverError{Kind: kind, Cause: cause, Attempts: ev.attempts, Hosts: ev.outcomes}
 	// Hosts the call never tried (it waited while they were down or in the
 	// wrong role) are listed with what the Pool knew of them.
-	s := c.p.state.Routes().Health
+	s := c.e.State.Routes().Health
 	for i := range s.Len() {
 		h := s.Host(i)
 		if slices.ContainsFunc(fe.Hosts, func(o HostError) bool { return o.Addr == h.Addr }) {

@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -16,46 +16,46 @@ import (
 	"github.com/pgfailover/pgfailover/replica"
 )
 
-// outagePool builds, in memory and without servers, a Pool with a primary
+// outageEngine builds, in memory and without servers, an Engine with a primary
 // p and replicas r1 and r2, all answering, on a fake clock, with a
 // Reader under policy.
-func outagePool(t *testing.T, policy replica.Policy) (*Pool, *clock.Fake) {
+func outageEngine(t *testing.T, policy replica.Policy) (*Engine, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	hosts := []hosthealth.Host{{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"}}
-	p := &Pool{
-		cfg:   &Config{Target: hosthealth.TargetPrimary},
-		clock: clk,
-		steer: noSteer{},
+	e := &Engine{
+		Settings: Settings{Target: hosthealth.TargetPrimary},
+		Clock:    clk,
+		Steer:    NoSteer{},
 	}
 	tel, err := telemetry.New(telemetry.Config{MeterProvider: metricnoop.NewMeterProvider(), TracerProvider: tracenoop.NewTracerProvider(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.telemetry = tel
-	p.reader = &Reader{p: p, wait: 20 * time.Millisecond, router: replica.Router{Policy: policy}}
-	newMemState(p)
-	setMemHosts(p, hosts, nil)
-	memAnswer(p, "p:5432", hosthealth.RolePrimary)
-	memAnswer(p, "r1:5432", hosthealth.RoleReplica)
-	memAnswer(p, "r2:5432", hosthealth.RoleReplica)
-	return p, clk
+	e.Telemetry = tel
+	e.reader = Reader{e: e, wait: 20 * time.Millisecond, router: replica.Router{Policy: policy}}
+	newMemState(e)
+	setMemHosts(e, hosts, nil)
+	memAnswer(e, "p:5432", hosthealth.RolePrimary)
+	memAnswer(e, "r1:5432", hosthealth.RoleReplica)
+	memAnswer(e, "r2:5432", hosthealth.RoleReplica)
+	return e, clk
 }
 
 // failPrimary records that the primary could not be reached.
-func failPrimary(p *Pool) {
-	memFail(p, "p:5432", hosthealth.Transport)
+func failPrimary(e *Engine) {
+	memFail(e, "p:5432", hosthealth.Transport)
 }
 
 // probeReplica records a probe of a replica asked now.
-func probeReplica(p *Pool, clk *clock.Fake, addr string, replayed, received replica.LSN, receiving bool) {
-	memProbe(p, addr, probe.Result{Role: hosthealth.RoleReplica, WAL: replayed, Received: received, Receiving: receiving, Asked: clk.Now()})
+func probeReplica(e *Engine, clk *clock.Fake, addr string, replayed, received replica.LSN, receiving bool) {
+	memProbe(e, addr, probe.Result{Role: hosthealth.RoleReplica, WAL: replayed, Received: received, Receiving: receiving, Asked: clk.Now()})
 }
 
 // pick routes a read with the given position (pinned: by the Pool's last
 // write) as the Reader would, and returns where it goes.
-func pick(p *Pool, c *call) (addr string) {
-	h, _ := p.reader.next(p.state.Routes(), c)
+func pick(e *Engine, c *call) (addr string) {
+	h, _ := e.reader.next(e.State.Routes(), c)
 	if h == nil {
 		return ""
 	}
@@ -66,29 +66,29 @@ func pick(p *Pool, c *call) (addr string) {
 // while no host is usable as the primary; a replica's probe then wakes
 // the Reader's waiters even when its positions stay the same.
 func TestOutageInRoutes(t *testing.T) {
-	p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
-	memProbe(p, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
-	probeReplica(p, clk, "r1:5432", 1000, 1000, true)
-	if p.state.Routes().Outage != nil {
+	e, clk := outageEngine(t, replica.Policy{PinAfterWrite: time.Second})
+	memProbe(e, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
+	probeReplica(e, clk, "r1:5432", 1000, 1000, true)
+	if e.State.Routes().Outage != nil {
 		t.Fatal("an outage in the routes while the primary is usable")
 	}
-	failPrimary(p)
-	rs := p.state.Routes()
+	failPrimary(e)
+	rs := e.State.Routes()
 	if rs.Outage == nil || !rs.Outage.Sync() {
 		t.Fatalf("no outage, or not synchronous, once the primary failed: %+v", rs.Outage)
 	}
 	clk.Advance(time.Second)
-	probeReplica(p, clk, "r1:5432", 1000, 1000, false)
+	probeReplica(e, clk, "r1:5432", 1000, 1000, false)
 	select {
 	case <-rs.Changed:
 	default:
 		t.Fatal("a replica's probe during the outage woke no Reader waiter")
 	}
-	if rs.Moved != p.state.Routes().Moved {
+	if rs.Moved != e.State.Routes().Moved {
 		t.Fatal("a replica's probe during the outage woke the Pool's waiters")
 	}
-	memAnswer(p, "r2:5432", hosthealth.RolePrimary)
-	if p.state.Routes().Outage != nil {
+	memAnswer(e, "r2:5432", hosthealth.RolePrimary)
+	if e.State.Routes().Outage != nil {
 		t.Fatal("the outage stays in the routes once a host is usable as the primary")
 	}
 }
@@ -96,51 +96,51 @@ func TestOutageInRoutes(t *testing.T) {
 // TestRouteInOutage follows reads pinned by a write through a primary's
 // crash: where each goes, why, and whether the replica is checked first.
 func TestRouteInOutage(t *testing.T) {
-	p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second})
-	memProbe(p, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
-	probeReplica(p, clk, "r1:5432", 1000, 1000, true)
-	probeReplica(p, clk, "r2:5432", 900, 1000, true)
+	e, clk := outageEngine(t, replica.Policy{PinAfterWrite: time.Second})
+	memProbe(e, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
+	probeReplica(e, clk, "r1:5432", 1000, 1000, true)
+	probeReplica(e, clk, "r2:5432", 900, 1000, true)
 	clk.Advance(10 * time.Millisecond)
-	p.noteWrite() // a write the reads must see, after the probes
+	e.noteWrite() // a write the reads must see, after the probes
 	clk.Advance(10 * time.Millisecond)
 	pinned := func() *call {
-		c := &call{p: p, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: p.reader}}
+		c := &call{e: e, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: &e.reader}}
 		c.set(pinned, true)
-		c.after = unknownPosition
+		c.after = UnknownPosition
 		return c
 	}
 
 	// The primary is usable: a pinned read without a sample goes there.
-	if got := pick(p, pinned()); got != "p:5432" {
+	if got := pick(e, pinned()); got != "p:5432" {
 		t.Fatalf("with the primary usable, a pinned read went to %q", got)
 	}
-	failPrimary(p)
+	failPrimary(e)
 
 	// Every replica was last looked at before the write: the read looks
 	// at one, then at the other, then waits.
 	c := pinned()
-	if got := pick(p, c); got != "r1:5432" || !c.is(verifyPos) || c.reason != replica.OutageSync || c.ev.outage != 0 {
+	if got := pick(e, c); got != "r1:5432" || !c.is(verifyPos) || c.reason != replica.OutageSync || c.ev.outage != 0 {
 		t.Fatalf("first pick: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.is(verifyPos), c.reason, c.ev.outage)
 	}
 	c.ev.looked = append(c.ev.looked, "r1:5432") // as look does
-	memObserve(p, "r1:5432", hoststate.Observation{Kind: hoststate.Looked, Report: replica.Report{At: clk.Now(), Replayed: 1200, Received: 1200}})
-	if got := pick(p, c); got != "r2:5432" || !c.is(verifyPos) || c.ev.outage != 0 {
+	memObserve(e, "r1:5432", hoststate.Observation{Kind: hoststate.Looked, Report: replica.Report{At: clk.Now(), Replayed: 1200, Received: 1200}})
+	if got := pick(e, c); got != "r2:5432" || !c.is(verifyPos) || c.ev.outage != 0 {
 		t.Fatalf("second pick: %q, verify %v, outage %v; want a look at r2", got, c.is(verifyPos), c.ev.outage)
 	}
 	c.ev.looked = append(c.ev.looked, "r2:5432")
-	if got := pick(p, c); got != "" || c.reason != replica.Pinned {
+	if got := pick(e, c); got != "" || c.reason != replica.Pinned {
 		t.Fatalf("with both looked at and r2 still unknown: %q (%v), want a wait for the primary", got, c.reason)
 	}
 
 	// r2's probe after the write: it received a little more than r1.
 	clk.Advance(time.Millisecond)
-	probeReplica(p, clk, "r2:5432", 1000, 1250, false)
+	probeReplica(e, clk, "r2:5432", 1000, 1250, false)
 	// Neither is known to have replayed 1250: each is checked for it in
 	// turn. Neither gets there in replica_wait (r1 replays slowly, r2's
 	// replay is paused): the read waits for a primary.
 	var checked []string
 	for range 2 {
-		got := pick(p, c)
+		got := pick(e, c)
 		if got == "" || !c.is(verifyPos) || c.ev.outage != 1250 || c.reason != replica.OutageSync {
 			t.Fatalf("with r2 ahead: %q, verify %v, outage %v, reason %v; want a replica checked for 1250", got, c.is(verifyPos), c.ev.outage, c.reason)
 		}
@@ -150,19 +150,19 @@ func TestRouteInOutage(t *testing.T) {
 	if checked[0] == checked[1] {
 		t.Fatalf("%s checked twice", checked[0])
 	}
-	if got := pick(p, c); got != "" {
+	if got := pick(e, c); got != "" {
 		t.Fatalf("with both short: %q, want a wait for the primary", got)
 	}
 
 	// r1 replays it after all (seen by another read's check, say): the
 	// read takes r1 unchecked, and so do new reads.
-	memObserve(p, "r1:5432", hoststate.Observation{Kind: hoststate.Replayed, LSN: 1250})
-	if got := pick(p, c); got != "r1:5432" || c.is(verifyPos) || c.reason != replica.OutageSync {
+	memObserve(e, "r1:5432", hoststate.Observation{Kind: hoststate.Replayed, LSN: 1250})
+	if got := pick(e, c); got != "r1:5432" || c.is(verifyPos) || c.reason != replica.OutageSync {
 		t.Fatalf("r1 short, then known to have replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.is(verifyPos), c.reason)
 	}
 	for range 2 {
 		c = pinned()
-		if got := pick(p, c); got != "r1:5432" || c.is(verifyPos) || c.reason != replica.OutageSync {
+		if got := pick(e, c); got != "r1:5432" || c.is(verifyPos) || c.reason != replica.OutageSync {
 			t.Fatalf("after r1 replayed it: %q, verify %v, reason %v; want r1 unchecked", got, c.is(verifyPos), c.reason)
 		}
 	}
@@ -170,14 +170,14 @@ func TestRouteInOutage(t *testing.T) {
 	// A later write (its answer came after the failure was seen): the
 	// replicas must be looked at again.
 	clk.Advance(time.Millisecond)
-	p.noteWrite()
-	if got := pick(p, pinned()); got == "" || !p.state.Routes().Outage.Stale(got, p.lastWriteTime()) {
+	e.noteWrite()
+	if got := pick(e, pinned()); got == "" || !e.State.Routes().Outage.Stale(got, e.LastWrite()) {
 		t.Fatalf("after a later write: %q, want a look at a replica", got)
 	}
 
 	// A new primary: the rule stops, and the pinned read goes there.
-	memAnswer(p, "r2:5432", hosthealth.RolePrimary)
-	if got := pick(p, pinned()); got != "r2:5432" {
+	memAnswer(e, "r2:5432", hosthealth.RolePrimary)
+	if got := pick(e, pinned()); got != "r2:5432" {
 		t.Fatalf("with a new primary: %q, want it", got)
 	}
 }
@@ -187,21 +187,21 @@ func TestRouteInOutage(t *testing.T) {
 // makes the reads wait whatever the replication.
 func TestRouteInOutageAsynchronous(t *testing.T) {
 	for _, policy := range []replica.OutageReads{replica.OutageReplica, replica.OutageWait} {
-		p, clk := outagePool(t, replica.Policy{PinAfterWrite: time.Second, OutageReads: policy})
-		memProbe(p, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now()})
-		p.noteWrite()
-		failPrimary(p)
+		e, clk := outageEngine(t, replica.Policy{PinAfterWrite: time.Second, OutageReads: policy})
+		memProbe(e, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now()})
+		e.noteWrite()
+		failPrimary(e)
 		clk.Advance(time.Millisecond)
-		probeReplica(p, clk, "r1:5432", 1000, 1000, false)
-		probeReplica(p, clk, "r2:5432", 1000, 1000, true)
-		c := &call{p: p, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: p.reader}}
+		probeReplica(e, clk, "r1:5432", 1000, 1000, false)
+		probeReplica(e, clk, "r2:5432", 1000, 1000, true)
+		c := &call{e: e, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: &e.reader}}
 		c.set(pinned, true)
-		c.after = unknownPosition
-		if got := pick(p, c); got != "" {
+		c.after = UnknownPosition
+		if got := pick(e, c); got != "" {
 			t.Fatalf("%v: with r2 still receiving: %q, want a wait", policy, got)
 		}
-		probeReplica(p, clk, "r2:5432", 1000, 1000, false)
-		got := pick(p, c)
+		probeReplica(e, clk, "r2:5432", 1000, 1000, false)
+		got := pick(e, c)
 		switch {
 		case policy == replica.OutageWait && got != "":
 			t.Fatalf("wait: with every receiver stopped: %q, want a wait", got)
@@ -215,26 +215,26 @@ func TestRouteInOutageAsynchronous(t *testing.T) {
 // reached, while no primary is usable, counts from when the rule was first
 // applied to it: a replica looked at before that is looked at again.
 func TestRouteInOutageCausalToken(t *testing.T) {
-	p, clk := outagePool(t, replica.Policy{})
-	memProbe(p, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
-	failPrimary(p)
+	e, clk := outageEngine(t, replica.Policy{})
+	memProbe(e, "p:5432", probe.Result{Role: hosthealth.RolePrimary, WAL: 1000, Asked: clk.Now(), Sync: true})
+	failPrimary(e)
 	clk.Advance(time.Millisecond)
-	probeReplica(p, clk, "r1:5432", 1100, 1100, false)
-	probeReplica(p, clk, "r2:5432", 1100, 1100, false)
+	probeReplica(e, clk, "r1:5432", 1100, 1100, false)
+	probeReplica(e, clk, "r2:5432", 1100, 1100, false)
 	clk.Advance(time.Millisecond)
-	c := &call{p: p, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: p.reader}}
+	c := &call{e: e, ctx: context.Background(), picker: picker{target: hosthealth.TargetAny, reads: &e.reader}}
 	c.after = 1500 // written just before the crash, beyond what any replica received
 	// Its own position first: each replica is checked for it, and found
 	// behind (as confirm records).
 	for range 2 {
-		got := pick(p, c)
+		got := pick(e, c)
 		if got == "" || !c.is(verifyPos) || c.reason != replica.Verify {
 			t.Fatalf("a check for the token's position: %q, verify %v, reason %v; want a replica", got, c.is(verifyPos), c.reason)
 		}
 		c.events().behind = append(c.ev.behind, got)
 	}
 	clk.Advance(time.Millisecond)
-	if got := pick(p, c); got != "r1:5432" || !c.is(verifyPos) || c.reason != replica.OutageSync || c.ev.outage != 0 {
+	if got := pick(e, c); got != "r1:5432" || !c.is(verifyPos) || c.reason != replica.OutageSync || c.ev.outage != 0 {
 		t.Fatalf("then: %q, verify %v, reason %v, outage %v; want a look at r1", got, c.is(verifyPos), c.reason, c.ev.outage)
 	}
 	if !c.ev.since.Equal(clk.Now()) {

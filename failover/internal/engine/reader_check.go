@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func (r *Reader) replayed(c *call, h *hostpool.Host, conn *pgxpool.Conn, want re
 // name that spreads connections over several servers (a reader endpoint),
 // what the Pool knows of h's freshness is not about conn's server.
 func (r *Reader) elsewhere(h *hostpool.Host, conn *pgxpool.Conn) bool {
-	return !r.p.hosts.OnProbedServer(h, hostpool.StateOf(conn.Conn().PgConn()))
+	return !r.e.Hosts.OnProbedServer(h, hostpool.StateOf(conn.Conn().PgConn()))
 }
 
 // confirmElsewhere judges read c on conn itself, a connection to h that
@@ -59,13 +59,13 @@ func (r *Reader) confirmElsewhere(c *call, h *hostpool.Host, conn *pgxpool.Conn)
 	maxLag := r.router.Policy.MaxLag
 	// A read pinned without a position must go to the primary itself,
 	// which this connection did not reach.
-	ok, waited := !c.reason.InOutage() && c.after != unknownPosition, false
+	ok, waited := !c.reason.InOutage() && c.after != UnknownPosition, false
 	if ok && (c.after != 0 || maxLag > 0) {
 		var got replica.LSN
 		got, ok, waited = r.replayed(c, h, conn, c.after)
 		if ok && maxLag > 0 {
-			fresh, known := r.p.state.Reached(got)
-			ok = known && r.p.clock.Now().Sub(fresh) <= maxLag
+			fresh, known := r.e.State.Reached(got)
+			ok = known && r.e.Clock.Now().Sub(fresh) <= maxLag
 		}
 	}
 	switch {
@@ -90,7 +90,7 @@ func (r *Reader) pause(c *call, delay time.Duration) bool {
 	if left <= 0 {
 		return false
 	}
-	clk := r.p.clock
+	clk := r.e.Clock
 	began := clk.Now()
 	t := clk.NewTimer(min(delay, left))
 	select {
@@ -121,6 +121,6 @@ func (r *Reader) replayPosition(ctx context.Context, h *hostpool.Host, conn *pgx
 	if err != nil {
 		return 0, false
 	}
-	r.p.hosts.Observe(h, hoststate.Observation{Kind: hoststate.Replayed, LSN: got, Server: hostpool.StateOf(conn.Conn().PgConn()).Server})
+	r.e.Hosts.Observe(h, hoststate.Observation{Kind: hoststate.Replayed, LSN: got, Server: hostpool.StateOf(conn.Conn().PgConn()).Server})
 	return got, true
 }

@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -12,15 +12,12 @@ import (
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
-// QueryRow runs a query expected to return at most one row. As with
-// pgxpool, the statement is sent at once and errors are deferred to Scan.
-// Scan may run a replay-safe query again on another host when its
-// connection failed before the query completed, even after its row was
-// scanned (the new row overwrites dest whole); any other query only when
-// it provably did not run.
-func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+// QueryRow sends a query expected to return at most one row, as
+// Pool.QueryRow does: errors are deferred to Scan, which runs the query
+// again elsewhere where sentRow.Scan says.
+func (e *Engine) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	var c call
-	p.startCall(&c, ctx)
+	e.startCall(&c, ctx)
 	return sendRow(&c, sql, args)
 }
 
@@ -132,13 +129,13 @@ func (r *row) scan(dest []any) error {
 			// The row reached dest and then the connection failed. A
 			// replay-safe read runs again: its one row is scanned into
 			// dest again, whole, so nothing of the two executions mixes.
-			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql))
+			r.err = r.call.done(err, r.call.e.classes.queryPolicy(r.call.ctx, r.call.sql))
 		case got:
 			// The row could not be scanned; what failed after it is not
 			// replayed.
-			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql)&outcome.MayWrite)
+			r.err = r.call.done(err, r.call.e.classes.queryPolicy(r.call.ctx, r.call.sql)&outcome.MayWrite)
 		default:
-			r.err = r.call.done(err, r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql))
+			r.err = r.call.done(err, r.call.e.classes.queryPolicy(r.call.ctx, r.call.sql))
 		}
 		if r.err == errRetry {
 			r.err = nil
@@ -174,15 +171,11 @@ func (r *row) scanOrRelease(dest []any) error {
 // panicked.
 var errScanPanicked = errors.New("pgfailover: an earlier Scan of this row panicked")
 
-// Query runs a query and returns its rows. Close the rows (or read them to
-// the end) to give the connection back. Before its first row reaches the
-// caller, a replay-safe read moves to another host after any failover
-// event, and any other statement only when it provably did not run. Once a
-// row has been delivered, a failure ends the rows with an error, and rows
-// from another execution are never added.
-func (p *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+// Query runs a query and returns its rows, as Pool.Query does: the query
+// moves to another host only before its first row reaches the caller.
+func (e *Engine) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	var c call
-	p.startCall(&c, ctx)
+	e.startCall(&c, ctx)
 	return startRows(&c, sql, args)
 }
 
@@ -198,7 +191,7 @@ func startRows(c *call, sql string, args []any) (pgx.Rows, error) {
 		var err error
 		conn, inner, err = queryOn(cn, c.ctx, sql, args)
 		if err != nil {
-			return c.p.classes.queryPolicy(c.ctx, sql), err
+			return c.e.classes.queryPolicy(c.ctx, sql), err
 		}
 		return 0, errKeep // the policy of a success that goes on is not looked at
 	})
@@ -241,7 +234,7 @@ func (r *rows) start() error {
 	return r.call.attempt(func(conn *pgxpool.Conn) (outcome.Rule, error) {
 		conn, inner, err := queryOn(conn, r.call.ctx, r.call.sql, r.args)
 		if err != nil {
-			return r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql), err
+			return r.call.e.classes.queryPolicy(r.call.ctx, r.call.sql), err
 		}
 		r.conn, r.inner = conn, inner
 		return 0, errKeep // the policy of a success that goes on is not looked at
@@ -279,7 +272,7 @@ func queryWrote(c *call, ctx context.Context, sql string) outcome.Rule {
 	if !c.recording() {
 		return 0
 	}
-	return c.p.classes.queryPolicy(ctx, sql) & outcome.MayWrite
+	return c.e.classes.queryPolicy(ctx, sql) & outcome.MayWrite
 }
 
 // rule is what the query allows after err, given what reached the caller. On
@@ -288,7 +281,7 @@ func (r *rows) rule(err error) outcome.Rule {
 	if err == nil {
 		return queryWrote(&r.call, r.call.ctx, r.call.sql)
 	}
-	p := r.call.p.classes.queryPolicy(r.call.ctx, r.call.sql)
+	p := r.call.e.classes.queryPolicy(r.call.ctx, r.call.sql)
 	if r.rowDelivered {
 		// Never replayed now; a write cut off is still of unknown outcome.
 		p = p.Delivered()

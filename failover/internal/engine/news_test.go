@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 	"github.com/pgfailover/pgfailover/internal/telemetry"
 )
 
-// TestFailoverDurationAndHostChanges: the Pool's routing state, rebuilt
+// TestFailoverDurationAndHostChanges: the engine's routing state, rebuilt
 // after each observation, logs each host change once and measures the time
-// the target had no usable host, on the Pool's clock.
+// the target had no usable host, on the engine's clock.
 func TestFailoverDurationAndHostChanges(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_000_000, 0))
 	reader := sdkmetric.NewManualReader()
@@ -28,25 +28,25 @@ func TestFailoverDurationAndHostChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	p := &Pool{
-		cfg:       &Config{Target: hosthealth.TargetPrimary},
-		clock:     fake,
-		telemetry: tel,
-		log:       telemetry.NewLogger(slog.New(slog.NewTextHandler(&logs, nil)), fake),
+	e := &Engine{
+		Settings:  Settings{Target: hosthealth.TargetPrimary},
+		Clock:     fake,
+		Telemetry: tel,
+		Log:       telemetry.NewLogger(slog.New(slog.NewTextHandler(&logs, nil)), fake),
 	}
-	newMemState(p)
+	newMemState(e)
 	hosts := []hosthealth.Host{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5432"}}
-	setMemHosts(p, hosts, func(i int, addr string) *hostpool.Host {
+	setMemHosts(e, hosts, func(i int, addr string) *hostpool.Host {
 		return &hostpool.Host{Addr: addr, Server: telemetry.NewServer("10.0.0."+string(rune('1'+i)), 5432)}
 	})
-	memAnswer(p, hosts[0].Addr, hosthealth.RolePrimary)
-	memAnswer(p, hosts[1].Addr, hosthealth.RoleReplica)
+	memAnswer(e, hosts[0].Addr, hosthealth.RolePrimary)
+	memAnswer(e, hosts[1].Addr, hosthealth.RoleReplica)
 
 	fake.Advance(time.Second)
-	memFail(p, hosts[0].Addr, hosthealth.Transport)
-	memFail(p, hosts[0].Addr, hosthealth.Transport) // the same news again
+	memFail(e, hosts[0].Addr, hosthealth.Transport)
+	memFail(e, hosts[0].Addr, hosthealth.Transport) // the same news again
 	fake.Advance(1500 * time.Millisecond)
-	memAnswer(p, hosts[1].Addr, hosthealth.RolePrimary)
+	memAnswer(e, hosts[1].Addr, hosthealth.RolePrimary)
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {

@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -11,17 +11,12 @@ import (
 	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
-// SendBatch sends a batch to the best host. While none of its results has
-// been read, the whole batch moves to another host under the rules of
-// Query: a batch made only of replay-safe reads after any failover event,
-// any other batch only when its first statement provably did not run.
-// After a result has been read, errors are returned as they come, and a
-// batch that may write and is cut off has an unknown outcome. Close never
-// sends the batch again. A batch that begins a transaction is pinned to its
-// host like Begin.
-func (p *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+// SendBatch sends a batch to the best host, as Pool.SendBatch does: the
+// whole batch moves to another host, under the rules of Query, only while
+// none of its results has been read.
+func (e *Engine) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	br := &batchResults{ctx: ctx, batch: b, queued: snapshot(b)}
-	p.startCall(&br.call, ctx)
+	e.startCall(&br.call, ctx)
 	if err := br.send(); err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
@@ -85,7 +80,7 @@ func (br *batchResults) send() error {
 	}
 	br.conn, br.cur = conn, conn.SendBatch(br.ctx, br.batch)
 	if t := br.cur.Tx(); t != nil {
-		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, p: br.call.p, host: br.call.host, epoch: br.call.epoch, writes: true}
+		br.tx = &tx{Tx: &pinnedTx{Tx: t, conn: conn}, e: br.call.e, host: br.call.host, epoch: br.call.epoch, writes: true}
 		br.conn = nil
 		br.read = true // a transaction is never moved
 		br.call.done(nil, outcome.Idempotent)
@@ -95,7 +90,7 @@ func (br *batchResults) send() error {
 
 // rule is what the batch allows, given what reached the caller.
 func (br *batchResults) rule() outcome.Rule {
-	p := br.call.p.classes.batchPolicy(br.ctx, br.batch)
+	p := br.call.e.classes.batchPolicy(br.ctx, br.batch)
 	if br.read {
 		p = p.Delivered()
 	}
@@ -202,7 +197,7 @@ func (br *batchResults) Close() error {
 		if !br.call.recording() {
 			return br.call.done(nil, 0)
 		}
-		return br.call.done(nil, br.call.p.classes.batchPolicy(br.ctx, br.batch)&outcome.MayWrite)
+		return br.call.done(nil, br.call.e.classes.batchPolicy(br.ctx, br.batch)&outcome.MayWrite)
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // ErrCommitOutcomeUnknown when COMMIT was in flight.
 type tx struct {
 	pgx.Tx
-	p      *Pool
+	e      *Engine
 	host   *hostpool.Host
 	epoch  hoststate.Epoch // host's epoch when the transaction's connection was picked (call.epoch)
 	writes bool            // a read-write transaction: its commit may have changed data
@@ -54,11 +54,11 @@ func (t *tx) decide(ctx context.Context, phase outcome.Phase, err error) error {
 	if callerDone && t.Tx.Conn().PgConn().IsClosed() {
 		t.callerGaveUp = true
 	}
-	f, err := outcome.Describe(err, phase, outcome.WriteOnce, t.p.picker.target)
+	f, err := outcome.Describe(err, phase, outcome.WriteOnce, t.e.Target)
 	f.CallerDone = callerDone || t.callerGaveUp
 	d := outcome.Decide(f)
 	if d.Mark {
-		t.p.hosts.MarkFailed(t.host, t.epoch, d.Meaning, err)
+		t.e.Hosts.MarkFailed(t.host, t.epoch, d.Meaning, err)
 	}
 	if kind := errorKind(d.Verdict); kind != nil {
 		return t.hostError(kind, err)
@@ -85,14 +85,14 @@ func (t *tx) Commit(ctx context.Context) error {
 	}
 	err := t.Tx.Commit(ctx)
 	if err == nil {
-		if t.writes && t.p.recordsWrites(ctx) {
-			t.p.wrote(ctx, t.host)
+		if t.writes && t.e.recordsWrites(ctx) {
+			t.e.wrote(ctx, t.host)
 		}
 		return nil
 	}
 	err = t.decide(ctx, outcome.Commit, err)
 	if t.writes && errors.Is(err, ErrCommitOutcomeUnknown) {
-		t.p.mayHaveWritten(ctx)
+		t.e.mayHaveWritten(ctx)
 	}
 	return err
 }
@@ -159,7 +159,7 @@ func (t *tx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, t.interrupted(ctx, err)
 	}
-	return &tx{Tx: inner, p: t.p, host: t.host, epoch: t.epoch, nested: true, writes: t.writes}, nil
+	return &tx{Tx: inner, e: t.e, host: t.host, epoch: t.epoch, nested: true, writes: t.writes}, nil
 }
 
 func (t *tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package failover
+package engine
 
 import (
 	"context"
@@ -9,32 +9,31 @@ import (
 	"github.com/pgfailover/pgfailover/internal/clock"
 )
 
-// pickPool builds, in memory and without servers, a Pool with n hosts as
+// pickEngine builds, in memory and without servers, an Engine with n hosts as
 // far as call.pick looks at it: the routing state and the picker for
 // target. Every host has answered: the last one is the primary, the others
 // are replicas, so that for TargetPrimary the best host is the last one
 // configured.
-func pickPool(b *testing.B, n int, target hosthealth.Target) *Pool {
+func pickEngine(b *testing.B, n int, target hosthealth.Target) *Engine {
 	hosts := make([]hosthealth.Host, n)
 	for i := range hosts {
 		hosts[i] = hosthealth.Host{Addr: fmt.Sprintf("db-%d.pg.example.internal:5432", i)}
 	}
-	p := &Pool{
-		cfg:    &Config{Target: target},
-		picker: picker{target: target},
-		clock:  clock.Real(),
-		steer:  noSteer{},
+	e := &Engine{
+		Settings: Settings{Target: target},
+		Clock:    clock.Real(),
+		Steer:    NoSteer{},
 	}
-	newMemState(p)
-	setMemHosts(p, hosts, nil)
+	newMemState(e)
+	setMemHosts(e, hosts, nil)
 	for i, h := range hosts {
 		role := hosthealth.RoleReplica
 		if i == n-1 {
 			role = hosthealth.RolePrimary
 		}
-		memAnswer(p, h.Addr, role)
+		memAnswer(e, h.Addr, role)
 	}
-	return p
+	return e
 }
 
 // BenchmarkPick measures the host pick of a call on the happy path (no
@@ -48,17 +47,17 @@ func BenchmarkPick(b *testing.B) {
 	ctx := context.Background()
 	for _, target := range []hosthealth.Target{hosthealth.TargetPrimary, hosthealth.TargetPreferReplica} {
 		for _, n := range []int{3, 16, 64} {
-			p := pickPool(b, n, target)
-			want := p.state.Routes().Table.List[n-1]
+			e := pickEngine(b, n, target)
+			want := e.State.Routes().Table.List[n-1]
 			if target == hosthealth.TargetPreferReplica {
-				want = p.state.Routes().Table.List[0]
+				want = e.State.Routes().Table.List[0]
 			}
 			name := fmt.Sprintf("target=%s/hosts=%d", target, n)
 			b.Run(name+"/serial", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					var c call
-					p.startCall(&c, ctx)
+					e.startCall(&c, ctx)
 					if h, err := c.pick(); err != nil || h != want {
 						b.Fatal(h.Addr, err)
 					}
@@ -69,7 +68,7 @@ func BenchmarkPick(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						var c call
-						p.startCall(&c, ctx)
+						e.startCall(&c, ctx)
 						if h, err := c.pick(); err != nil || h != want {
 							b.Error(h.Addr, err)
 							return
@@ -88,15 +87,15 @@ func BenchmarkPick(b *testing.B) {
 func BenchmarkPickHeldBack(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{3, 16, 64} {
-		p := pickPool(b, n, hosthealth.TargetPreferReplica)
-		list := p.state.Routes().Table.List
+		e := pickEngine(b, n, hosthealth.TargetPreferReplica)
+		list := e.State.Routes().Table.List
 		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			failed := []string{list[0].Addr}
-			notBefore := p.clock.Now().Add(1 << 62)
+			notBefore := e.Clock.Now().Add(1 << 62)
 			for b.Loop() {
 				var c call
-				p.startCall(&c, ctx)
+				e.startCall(&c, ctx)
 				c.events().failed, c.events().notBefore = failed, notBefore
 				if h, err := c.pick(); err != nil || h != list[1] {
 					b.Fatal(h.Addr, err)
@@ -112,19 +111,19 @@ func BenchmarkPickHeldBack(b *testing.B) {
 // (noteWrite reads the clock).
 func BenchmarkPolicy(b *testing.B) {
 	ctx := context.Background()
-	p := &Pool{clock: clock.Real()}
+	e := &Engine{Clock: clock.Real()}
 	for _, sql := range []string{"SELECT 1", "INSERT INTO bench_exec (v) VALUES ($1)"} {
 		b.Run("execPolicy/sql="+sql, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				p.classes.execPolicy(ctx, sql)
+				e.classes.execPolicy(ctx, sql)
 			}
 		})
 	}
 	b.Run("noteWrite", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			p.noteWrite()
+			e.noteWrite()
 		}
 	})
 }
