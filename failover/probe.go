@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/internal/probe"
 )
 
@@ -50,7 +51,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 		switch {
 		case r.Err != nil:
 			fe.Hosts = append(fe.Hosts, HostError{Addr: h.Addr, Err: r.Err})
-			if terminal == nil && hosthealth.Classify(r.Err) == hosthealth.Terminal {
+			if terminal == nil && endsConnect(r.Err, p.cfg.Target) {
 				terminal = &HostError{Addr: h.Addr, Err: r.Err}
 			}
 		case !p.cfg.Target.Accepts(r.Role):
@@ -70,4 +71,13 @@ func (p *Pool) probeAll(ctx context.Context) error {
 		fe.Cause = err
 	}
 	return fe
+}
+
+// endsConnect reports whether outcome.Decide ends a connect that failed
+// with err on its host, with time and attempts left: no other host would
+// do better (a refused password, an unknown database).
+func endsConnect(err error, target hosthealth.Target) bool {
+	f, _ := outcome.Describe(err, outcome.Connect, outcome.Idempotent, target)
+	f.MaxAttempts, f.TimeLeft = 2, true
+	return outcome.Decide(f).Verdict == outcome.FailHost
 }

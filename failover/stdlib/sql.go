@@ -124,13 +124,13 @@ func (c *poolConnector) Connect(ctx context.Context) (driver.Conn, error) {
 
 // again reports whether a connect that failed with err, the attempt-th,
 // is tried again: outcome.Decide's verdict on a connect refused by its
-// host (a *pgconn.ConnectError: nothing was sent), as on a call's
-// replayable attempt, with attempts the connector's own budget.
+// host (a *pgconn.ConnectError: nothing was sent), with attempts the
+// connector's own budget.
 func (c *poolConnector) again(ctx context.Context, err error, attempt int) bool {
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); !ok {
 		return false
 	}
-	f, _ := outcome.Describe(err, outcome.Call, outcome.Idempotent, c.target)
+	f, _ := outcome.Describe(err, outcome.Connect, outcome.Idempotent, c.target)
 	f.CallerDone = outcome.CallerDone(ctx)
 	f.Attempts, f.MaxAttempts, f.TimeLeft = attempt-1, c.attempts, attempt < c.attempts
 	return outcome.Decide(f).Verdict == outcome.TryNext

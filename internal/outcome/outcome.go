@@ -52,9 +52,13 @@ const (
 	// Commit: COMMIT of a transaction (or another transaction control
 	// statement sent as SQL inside one).
 	Commit
+	// Connect: getting a connection of the host a call picked, or
+	// opening one for a long-lived session. Nothing was sent, so the
+	// call may always move to another host; its Rule is Idempotent.
+	Connect
 )
 
-var phaseNames = [...]string{"call", "held", "in-tx", "commit"}
+var phaseNames = [...]string{"call", "held", "in-tx", "commit", "connect"}
 
 func (p Phase) String() string { return phaseNames[p] }
 
@@ -77,6 +81,9 @@ type Failure struct {
 	Attempts    int              // re-sendable failures counted before this one
 	MaxAttempts int
 	TimeLeft    bool // the call's failover deadline has not passed
+	// HostGone, for a Connect: the host left the topology, or was found
+	// unusable, while the call waited for its connection.
+	HostGone bool
 }
 
 // CallerDone reports whether the caller's context, ctx, has ended: the
@@ -161,6 +168,10 @@ type Decision struct {
 	// Record: the failure is an event of the call's failover episode (its
 	// span, the host's outcome in a *FailoverError).
 	Record bool
+	// Note: the failure is kept as the host's outcome in the call's
+	// error, unless one is kept already, though it is no event of the
+	// episode.
+	Note bool
 	// Meaning is the failure's meaning (Failure.Meaning).
 	Meaning hosthealth.Class
 }
@@ -172,6 +183,8 @@ func Decide(f Failure) Decision {
 	case Call:
 		d.Mark, d.Record = f.marks(d.Meaning)
 		d.Verdict, d.Counts = decideCall(f, d.Meaning)
+	case Connect:
+		return decideConnect(f, d)
 	default:
 		// A statement that cannot move: only a dead connection is news of
 		// its host. A refused write (25006) inside a transaction comes from
@@ -241,6 +254,30 @@ func decideCall(f Failure, class hosthealth.Class) (v Verdict, counts bool) {
 		return FailBudget, true
 	}
 	return TryNext, true
+}
+
+// decideConnect decides for a connection that could not be had: as for a
+// call's Idempotent attempt, but for what only waiting for a connection
+// meets. A host that went away meanwhile is passed over, as news already
+// taken. A dial cut short by the call's failover deadline ends the call
+// on its budget, and says nothing of the host. A caller that gave up
+// before any failover event ends the call on the host it waited for.
+func decideConnect(f Failure, d Decision) Decision {
+	switch {
+	case f.HostGone:
+		d.Verdict = TryNext
+		return d
+	case !f.CallerDone && f.FailedOver && !f.TimeLeft:
+		d.Verdict, d.Note = FailBudget, true
+		return d
+	case f.CallerDone && !f.FailedOver:
+		d.Verdict = FailHost
+		return d
+	}
+	f.Rule = Idempotent
+	d.Mark, d.Record = f.marks(d.Meaning)
+	d.Verdict, d.Counts = decideCall(f, d.Meaning)
+	return d
 }
 
 // decidePinned decides for a statement that cannot move to another host:

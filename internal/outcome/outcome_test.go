@@ -169,6 +169,48 @@ func TestDecideMeaning(t *testing.T) {
 	}
 }
 
+// TestDecideConnect: a connection that could not be had is decided as a
+// call's Idempotent attempt, but for what waiting for it meets: a host
+// gone meanwhile, the budget's deadline cutting the dial, a caller that
+// gave up before any failover event.
+func TestDecideConnect(t *testing.T) {
+	transport, terminal := hosthealth.Transport, hosthealth.Terminal
+	rows := []struct {
+		name                     string
+		f                        Failure
+		verdict                  Verdict
+		mark, record, note, cnts bool
+	}{
+		{"a refused dial moves on, marked and counted",
+			Failure{Class: transport, DidNotRun: true, TimeLeft: true},
+			TryNext, true, true, false, true},
+		{"a bad password ends the call",
+			Failure{Class: terminal, DidNotRun: true, Answered: true, TimeLeft: true},
+			FailHost, false, true, false, false},
+		{"the host left while the call waited: passed over, no news",
+			Failure{Class: transport, HostGone: true, TimeLeft: true},
+			TryNext, false, false, false, false},
+		{"the budget cut the dial: the budget ends the call, the host is not marked",
+			Failure{Class: transport, FailedOver: true},
+			FailBudget, false, false, true, false},
+		{"the caller gave up before any event: its error, on the host",
+			Failure{Class: transport, CallerDone: true, TimeLeft: true},
+			FailHost, false, false, false, false},
+		{"the caller gave up mid-failover: the budget's error",
+			Failure{Class: transport, CallerDone: true, FailedOver: true, TimeLeft: true},
+			FailBudget, false, false, false, false},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			r.f.Phase, r.f.Rule, r.f.MaxAttempts = Connect, RowsDelivered, 8 // Rule is Idempotent whatever the caller says
+			d := Decide(r.f)
+			if d.Verdict != r.verdict || d.Mark != r.mark || d.Record != r.record || d.Note != r.note || d.Counts != r.cnts {
+				t.Errorf("Decide = %+v, want verdict %v, mark %v, record %v, note %v, counts %v", d, r.verdict, r.mark, r.record, r.note, r.cnts)
+			}
+		})
+	}
+}
+
 // TestDescribe is what Describe reads from an error, for each error a
 // call meets.
 func TestDescribe(t *testing.T) {

@@ -206,23 +206,11 @@ func (c *call) acquire() (*pgxpool.Conn, error) {
 			}
 			return conn, nil
 		}
-		switch {
-		case c.e.Closed():
+		if c.e.Closed() {
 			return nil, ErrClosed
-		case !c.e.State.Routes().Holds(h.Addr, h), errors.Is(err, hostpool.ErrHostNotUsable):
-			continue // the host left the topology, or went down, while we waited for it
-		case c.is(episode) && !outcome.CallerDone(c.ctx) && !c.timeLeft():
-			// The budget, not the host, ended the attempt; what the host
-			// did before says more than the budget's own deadline.
-			c.noteFirst(h.Addr, err)
-			return nil, c.giveUp(ErrBudgetExhausted, nil)
-		case !c.is(episode) && outcome.CallerDone(c.ctx):
-			// The caller's context ended while it waited for a connection
-			// of h (every one busy, or a dial under way): say where it
-			// waited. errors.Is still finds the context's error.
-			return nil, c.settled(nil, &acquireWaitError{err: err})
 		}
-		if err := c.done(err, outcome.Idempotent); err != errRetry {
+		gone := !c.e.State.Routes().Holds(h.Addr, h) || errors.Is(err, hostpool.ErrHostNotUsable)
+		if err := c.connectFailed(err, gone); err != errRetry {
 			return nil, err
 		}
 	}

@@ -224,8 +224,8 @@ func (w *connectWalk) Failed(h *hostpool.Host, err *follow.ConnectError) error {
 	if c.host != h {
 		c.host, c.epoch = h, c.e.Hosts.EpochOf(h)
 	}
-	f := outcome.Failure{Phase: outcome.Call, Class: hosthealth.Transport, Rule: outcome.Idempotent, DidNotRun: true,
-		CallerDone: outcome.CallerDone(c.ctx), FailedOver: c.is(episode), Attempts: c.events().attempts, MaxAttempts: c.e.MaxAttempts, TimeLeft: c.timeLeft()}
+	f := outcome.Failure{Phase: outcome.Call, Class: hosthealth.Transport, Rule: outcome.Idempotent, DidNotRun: true}
+	c.progress(&f)
 	if err.Reached {
 		f.Class = hosthealth.Transient // it answered, and refused
 	}

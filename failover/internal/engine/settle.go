@@ -36,18 +36,37 @@ func (c *call) done(err error, rule outcome.Rule) error {
 		return nil
 	}
 	f, err := outcome.Describe(err, outcome.Call, rule, c.picker.target)
-	// The call's progress as it stood before this failure. A failure that
-	// starts the call's episode (Record) leaves FailedOver and TimeLeft as
-	// they were for the decision: the decision reads FailedOver only when
-	// the caller gave up, which records nothing, and a new episode's
-	// deadline lies a positive budget ahead.
-	f.CallerDone = outcome.CallerDone(c.ctx)
-	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.is(episode), c.events().attempts, c.e.MaxAttempts, c.timeLeft()
+	c.progress(&f)
 	d := outcome.Decide(f)
 	if d.Verdict == outcome.FailUnknown && rule&outcome.MayWrite != 0 && c.picker.reads == nil {
 		c.e.mayHaveWritten(c.ctx)
 	}
 	return c.apply(d, err)
+}
+
+// connectFailed settles a failed acquire of a connection of c.host as
+// done settles an attempt, in outcome.Connect's phase: gone says that the
+// host left the topology, or was found unusable, while the call waited
+// for it. A caller that gave up while it waited gets an error that says
+// so, and errors.Is still finds its context's error.
+func (c *call) connectFailed(err error, gone bool) error {
+	f, err := outcome.Describe(err, outcome.Connect, outcome.Idempotent, c.picker.target)
+	f.HostGone = gone
+	c.progress(&f)
+	if f.CallerDone {
+		err = &acquireWaitError{err: err}
+	}
+	return c.apply(outcome.Decide(f), err)
+}
+
+// progress adds to f the call's progress as it stood before this
+// failure. A failure that starts the call's episode (Record) leaves
+// FailedOver and TimeLeft as they were for the decision: the decision
+// reads FailedOver only when the caller gave up, which records nothing,
+// and a new episode's deadline lies a positive budget ahead.
+func (c *call) progress(f *outcome.Failure) {
+	f.CallerDone = outcome.CallerDone(c.ctx)
+	f.FailedOver, f.Attempts, f.MaxAttempts, f.TimeLeft = c.is(episode), c.events().attempts, c.e.MaxAttempts, c.timeLeft()
 }
 
 // apply carries out decision d on a failed attempt: the host's health (and
@@ -61,6 +80,9 @@ func (c *call) apply(d outcome.Decision, err error) error {
 	}
 	if d.Record {
 		c.record(d.Meaning, err)
+	}
+	if d.Note {
+		c.noteFirst(c.host.Addr, err)
 	}
 	if d.Counts {
 		c.holdBack()
