@@ -123,7 +123,7 @@ func NewWithConfig(ctx context.Context, cfg *Config) (*Pool, error) {
 		return nil, err
 	}
 	p.eng.Log = telemetry.NewLogger(cfg.Logger, p.eng.Clock)
-	p.eng.State = hoststate.New[hostpool.Host](hoststate.Options{Target: cfg.Target, Zone: cfg.Zone, Now: p.eng.Clock.Now})
+	p.eng.State = hoststate.New[hostpool.Host](hoststate.Options{Target: cfg.Target, Zone: cfg.Zone, Clock: p.eng.Clock})
 	p.reader = &Reader{p: p, r: p.eng.Reader()}
 	p.eng.Life, p.stop = context.WithCancel(context.Background())
 	p.eng.Hosts = p.newHostSet()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/clock"
 	"github.com/pgfailover/pgfailover/internal/probe"
 	"github.com/pgfailover/pgfailover/replica"
 )
@@ -27,7 +28,7 @@ const (
 type Options struct {
 	Target hosthealth.Target // the Pool's target
 	Zone   string            // the client's zone; "" means unset
-	Now    func() time.Time  // the Pool's clock; nil means time.Now
+	Clock  clock.Clock       // the Pool's clock; nil means the wall clock
 }
 
 // Owner owns the host state of one Pool: health, freshness, epochs, the
@@ -35,7 +36,7 @@ type Options struct {
 type Owner[T any] struct {
 	target hosthealth.Target
 	zone   string
-	now    func() time.Time
+	clock  clock.Clock
 
 	// mu serializes every write: Observe and SetTable. No I/O while held.
 	mu   sync.Mutex
@@ -53,11 +54,11 @@ type Owner[T any] struct {
 
 // New returns the Owner of a Pool that has no hosts yet.
 func New[T any](opts Options) *Owner[T] {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
 	}
-	o := &Owner[T]{target: opts.Target, zone: opts.Zone, now: opts.Now, lag: replica.NewBook(historySize, sampleSpacing)}
-	health := hosthealth.New(nil, hosthealth.Options{Zone: opts.Zone, Now: opts.Now})
+	o := &Owner[T]{target: opts.Target, zone: opts.Zone, clock: opts.Clock, lag: replica.NewBook(historySize, sampleSpacing)}
+	health := hosthealth.New(nil, hosthealth.Options{Zone: opts.Zone, Now: opts.Clock.Now})
 	rs := build(health, &Table[T]{}, nil, opts.Target, opts.Zone)
 	rs.Moved, rs.Changed = make(chan struct{}), make(chan struct{})
 	o.cur.Store(rs)
@@ -395,7 +396,7 @@ func (o *Owner[T]) publish(old *Routes[T], health *hosthealth.Snapshot, table *T
 	}
 	// A downtime starts and ends with the rankings, whichever input moved
 	// them; the host changes are those of health alone.
-	now := o.now()
+	now := o.clock.Now()
 	var changes []Change
 	if healthChanged {
 		changes = diff(old, next)

@@ -23,7 +23,7 @@ type node struct{ addr string }
 func newOwner(t testing.TB, target hosthealth.Target, zone string, hosts ...hosthealth.Host) (*Owner[node], *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	o := New[node](Options{Target: target, Zone: zone, Now: clk.Now})
+	o := New[node](Options{Target: target, Zone: zone, Clock: clk})
 	o.SetTable(tableOf(hosts...), hosts)
 	return o, clk
 }

@@ -14,7 +14,7 @@ import (
 // newMemState gives e an owner of host state for its target, on its
 // clock, and a host set over it that reports with e's telemetry and log.
 func newMemState(e *Engine) {
-	e.State = hoststate.New[hostpool.Host](hoststate.Options{Target: e.Target, Now: e.Clock.Now})
+	e.State = hoststate.New[hostpool.Host](hoststate.Options{Target: e.Target, Clock: e.Clock})
 	e.Hosts = hostpool.New(hostpool.Config{Target: e.Target, State: e.State, Clock: e.Clock, Telemetry: e.Telemetry, Log: e.Log})
 }
 
