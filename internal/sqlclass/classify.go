@@ -45,7 +45,7 @@ func (k Kind) rank() int {
 	return int(k)
 }
 
-// Verdict is the result of Classify.
+// Classification is the result of Classify.
 //
 // Reason is a short constant string: "empty", "multiple statements",
 // "unknown statement", an "unterminated ..." lexing failure, "nul byte",
@@ -54,7 +54,7 @@ func (k Kind) rank() int {
 // "locking clause", "select into", "select into temp", "explain analyze",
 // "temporary schema", "session view", "unicode-escaped identifier",
 // "unsafe function <name>".
-type Verdict struct {
+type Classification struct {
 	Kind         Kind
 	ReplaySafe   bool
 	SessionState bool
@@ -81,14 +81,14 @@ func SessionState(sql string) bool {
 
 // Classify lexes sql once and returns its kind, whether it is
 // replay-safe, whether it touches session state, and why.
-func Classify(sql string) Verdict {
+func Classify(sql string) Classification {
 	return classify(sql, true)
 }
 
 // classify is Classify. With shortcuts false it never uses
 // statement.skimBody, and lexes every token through lexToken and
 // statement.feed instead; the tests check that both ways agree.
-func classify(sql string, shortcuts bool) Verdict {
+func classify(sql string, shortcuts bool) Classification {
 	var (
 		st  statement
 		acc combined
@@ -121,12 +121,12 @@ func classify(sql string, shortcuts bool) Verdict {
 			// Keep what the statements so far say about session state; the
 			// server refuses the whole text, so nothing is replay-safe.
 			if st.started {
-				acc.add(st.verdict())
+				acc.add(st.classification())
 			}
-			return Verdict{Kind: Unknown, SessionState: acc.session, Reason: t.text}
+			return Classification{Kind: Unknown, SessionState: acc.session, Reason: t.text}
 		case tokSemi:
 			if st.started {
-				acc.add(st.verdict())
+				acc.add(st.classification())
 				st = statement{}
 				fast = false
 			}
@@ -137,20 +137,20 @@ func classify(sql string, shortcuts bool) Verdict {
 		fast = shortcuts && st.phase == phaseBody && st.after == afterNothing
 	}
 	if st.started {
-		acc.add(st.verdict())
+		acc.add(st.classification())
 	}
 	return acc.result()
 }
 
-// combined folds the verdicts of the statements in one text.
+// combined folds the classifications of the statements in one text.
 type combined struct {
 	n       int
-	first   Verdict
+	first   Classification
 	kind    Kind
 	session bool
 }
 
-func (c *combined) add(v Verdict) {
+func (c *combined) add(v Classification) {
 	c.n++
 	if c.n == 1 {
 		c.first, c.kind = v, v.Kind
@@ -160,17 +160,17 @@ func (c *combined) add(v Verdict) {
 	c.session = c.session || v.SessionState
 }
 
-func (c *combined) result() Verdict {
+func (c *combined) result() Classification {
 	switch {
 	case c.n == 0:
-		return Verdict{Kind: Unknown, Reason: reasonEmpty}
+		return Classification{Kind: Unknown, Reason: reasonEmpty}
 	case c.n > 1:
-		return Verdict{Kind: c.kind, SessionState: c.session, Reason: reasonMultiple}
+		return Classification{Kind: c.kind, SessionState: c.session, Reason: reasonMultiple}
 	}
 	return c.first
 }
 
-// Reasons. Constant strings, so a Verdict never allocates.
+// Reasons. Constant strings, so a Classification never allocates.
 const (
 	reasonEmpty          = "empty"
 	reasonMultiple       = "multiple statements"

@@ -42,7 +42,7 @@ func TestCorpus(t *testing.T) {
 }
 
 // checkInvariants holds for every input.
-func checkInvariants(t *testing.T, sql string, v Verdict) {
+func checkInvariants(t *testing.T, sql string, v Classification) {
 	t.Helper()
 	if v.Reason == "" {
 		t.Errorf("Classify(%q): empty reason", sql)

@@ -8,7 +8,7 @@ import (
 // FuzzReplaySafe checks properties that must hold for any input:
 //
 //   - Classify, ReplaySafe and SessionState agree, the fast paths of the
-//     main loop change nothing, and a replay-safe verdict is a plain read
+//     main loop change nothing, and a replay-safe classification is a plain read
 //     without session state;
 //   - an independent, deliberately simple reading of the text (oracle
 //     below) never finds a write, a second statement, a locking clause,
@@ -36,7 +36,7 @@ func FuzzReplaySafe(f *testing.F) {
 
 		w := Classify(sql + "\n;")
 		if w.ReplaySafe != v.ReplaySafe || w.SessionState != v.SessionState {
-			t.Fatalf("appending a newline and \";\" changed the verdict of %q: %+v, then %+v", sql, v, w)
+			t.Fatalf("appending a newline and \";\" changed the classification of %q: %+v, then %+v", sql, v, w)
 		}
 		if !v.ReplaySafe {
 			return

@@ -1,7 +1,7 @@
 package sqlclass
 
 // This file holds the fast path of a statement body: skimBody passes over
-// the bytes that cannot change a verdict without lexing them, and hands on
+// the bytes that cannot change a classification without lexing them, and hands on
 // to statement.feed only the tokens it must see. classify(sql, false)
 // lexes every token instead, and the tests check that both agree.
 

@@ -3,7 +3,7 @@ package sqlclass
 // This file holds what one statement's tokens reveal: the leading words
 // (EXPLAIN, CREATE TEMP, PREPARE TRANSACTION), the body's two-word
 // patterns (FOR UPDATE, INTO TEMP), the calls of denied functions, and
-// the verdict they add up to.
+// the classification they add up to.
 
 // phase is where a statement is in its leading words.
 type phase uint8
@@ -227,8 +227,8 @@ func (st *statement) noteSession(reason string) {
 	}
 }
 
-func (st *statement) verdict() Verdict {
-	v := Verdict{Kind: st.kind, Reason: st.reason}
+func (st *statement) classification() Classification {
+	v := Classification{Kind: st.kind, Reason: st.reason}
 	if v.Reason == "" {
 		// The text ended before a leading keyword: "(", "EXPLAIN", ...
 		v.Reason = reasonUnknown

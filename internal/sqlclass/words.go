@@ -122,7 +122,7 @@ func allDigits(s string) bool {
 
 // leading describes a statement's leading keyword.
 type leading struct {
-	word string // lower case; also the Verdict reason
+	word string // lower case; also the Classification reason
 	kind Kind
 	then phase
 }

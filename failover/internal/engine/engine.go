@@ -63,7 +63,7 @@ type Engine struct {
 	readerTaken atomic.Bool
 	calledOnce  atomic.Bool
 
-	classes classes // the classifier's verdicts on the statements seen
+	classes classes // the classifications of the statements seen
 }
 
 // Init sets the engine's settings, and its Reader's from them.

@@ -81,7 +81,7 @@ func (k *classes) replaySafe(sql string) bool {
 }
 
 // Classified returns how many statements the engine keeps the
-// classifier's verdict on.
+// classification of.
 func (e *Engine) Classified() int {
 	if m := e.classes.known.Load(); m != nil {
 		return len(*m)
@@ -112,7 +112,7 @@ func (k *classes) add(sql string, safe bool) {
 // caller yet. It is computed when the query ends, failed or not: after a
 // failure it says whether the query may run again, and after a success
 // its writes bit says whether the query may have written. Unless the
-// context sets the replay mode, it is the classifier's verdict on the
+// context sets the replay mode, it is the classification of the
 // SQL, read once per distinct statement (classes), as for execPolicy and
 // batchPolicy.
 func (k *classes) queryPolicy(ctx context.Context, sql string) outcome.Rule {
