@@ -138,18 +138,18 @@ type Querier interface {
 // (the Pool, or the new primary: Cluster.Primary()), and compares them
 // with the ledger. table may be schema-qualified ("app.orders"); table and
 // column are quoted as given, so they are case-sensitive. Rows whose key
-// the ledger never recorded are counted in Verdict.Unrecorded and are not
+// the ledger never recorded are counted in Tally.Unrecorded and are not
 // an error.
 //
 // The error wraps ErrMismatch and names the keys at fault when the table
 // disagrees with the ledger; it is another error when the table could not
-// be read. The Verdict is complete in the first case.
-func (l *Ledger[K]) Check(ctx context.Context, q Querier, table, column string) (Verdict[K], error) {
+// be read. The Tally is complete in the first case.
+func (l *Ledger[K]) Check(ctx context.Context, q Querier, table, column string) (Tally[K], error) {
 	sql := fmt.Sprintf("SELECT %[2]s, count(*) FROM %[1]s WHERE %[2]s IS NOT NULL GROUP BY %[2]s",
 		pgx.Identifier(strings.Split(table, ".")).Sanitize(), pgx.Identifier{column}.Sanitize())
 	rows, err := q.Query(ctx, sql)
 	if err != nil {
-		return Verdict[K]{}, fmt.Errorf("failovertest: reading %s.%s: %w", table, column, err)
+		return Tally[K]{}, fmt.Errorf("failovertest: reading %s.%s: %w", table, column, err)
 	}
 	present := map[K]int64{}
 	var (
@@ -161,17 +161,17 @@ func (l *Ledger[K]) Check(ctx context.Context, q Querier, table, column string) 
 		return nil
 	})
 	if err != nil {
-		return Verdict[K]{}, fmt.Errorf("failovertest: reading %s.%s: %w", table, column, err)
+		return Tally[K]{}, fmt.Errorf("failovertest: reading %s.%s: %w", table, column, err)
 	}
-	v := l.judge(present)
+	v := l.tally(present)
 	return v, v.err(table, column)
 }
 
-// judge compares the rows per key with the ledger.
-func (l *Ledger[K]) judge(present map[K]int64) Verdict[K] {
+// tally compares the rows per key with the ledger.
+func (l *Ledger[K]) tally(present map[K]int64) Tally[K] {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var v Verdict[K]
+	var v Tally[K]
 	for _, key := range l.order {
 		n := present[key]
 		if n > 1 {
@@ -203,10 +203,10 @@ func (l *Ledger[K]) judge(present map[K]int64) Verdict[K] {
 	return v
 }
 
-// Verdict is what Ledger.Check found, by key: each recorded key counts
+// Tally is what Ledger.Check found, by key: each recorded key counts
 // once, under the outcome its writes add up to (acknowledged if any was,
 // else unknown if any was, else failed).
-type Verdict[K comparable] struct {
+type Tally[K comparable] struct {
 	// Acknowledged, Unknown and Failed count the keys by outcome.
 	Acknowledged, Unknown, Failed int
 	// UnknownCommitted counts the keys of unknown outcome that are in the
@@ -228,12 +228,12 @@ type Verdict[K comparable] struct {
 }
 
 // OK reports whether the table agrees with the ledger.
-func (v Verdict[K]) OK() bool {
+func (v Tally[K]) OK() bool {
 	return len(v.Missing) == 0 && len(v.Duplicated) == 0 && len(v.FailedPresent) == 0
 }
 
 // String sums the verdict up in one line.
-func (v Verdict[K]) String() string {
+func (v Tally[K]) String() string {
 	s := fmt.Sprintf("%d acknowledged, %d of unknown outcome (%d committed), %d failed",
 		v.Acknowledged, v.Unknown, v.UnknownCommitted, v.Failed)
 	if !v.OK() {
@@ -248,7 +248,7 @@ const maxKeysShown = 10
 
 // err returns nil when v is OK, else an error wrapping ErrMismatch that
 // names the keys at fault.
-func (v Verdict[K]) err(table, column string) error {
+func (v Tally[K]) err(table, column string) error {
 	if v.OK() {
 		return nil
 	}

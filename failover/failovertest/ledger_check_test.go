@@ -40,7 +40,7 @@ func TestLedgerCheckFindsLostWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	check := func() (failovertest.Verdict[int64], error) {
+	check := func() (failovertest.Tally[int64], error) {
 		t.Helper()
 		return ledger.Check(ctx, c.Primary(), `app.Orders`, "Key")
 	}
@@ -58,16 +58,16 @@ func TestLedgerCheckFindsLostWrites(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, sql string
-		list      func(failovertest.Verdict[int64]) []int64
+		list      func(failovertest.Tally[int64]) []int64
 		key       int64
 		says      string
 	}{
 		{"an acknowledged row deleted", `DELETE FROM app."Orders" WHERE "Key" = 7`,
-			func(v failovertest.Verdict[int64]) []int64 { return v.Missing }, 7, "acknowledged but missing: 7"},
+			func(v failovertest.Tally[int64]) []int64 { return v.Missing }, 7, "acknowledged but missing: 7"},
 		{"an acknowledged row doubled", `INSERT INTO app."Orders" VALUES (9, 1)`,
-			func(v failovertest.Verdict[int64]) []int64 { return v.Duplicated }, 9, "applied more than once: 9"},
+			func(v failovertest.Tally[int64]) []int64 { return v.Duplicated }, 9, "applied more than once: 9"},
 		{"a failed write present", `INSERT INTO app."Orders" VALUES (23, 1)`,
-			func(v failovertest.Verdict[int64]) []int64 { return v.FailedPresent }, 23, "reported failed but present: 23"},
+			func(v failovertest.Tally[int64]) []int64 { return v.FailedPresent }, 23, "reported failed but present: 23"},
 	} {
 		if _, err := pool.Exec(ctx, tc.sql); err != nil {
 			t.Fatal(err)

@@ -67,7 +67,7 @@ func TestJudge(t *testing.T) {
 			if tc.row.present > 0 {
 				present["k"] = tc.row.present
 			}
-			v := l.judge(present)
+			v := l.tally(present)
 			lists := map[string][]string{"missing": v.Missing, "duplicated": v.Duplicated, "failed present": v.FailedPresent}
 			for name, keys := range lists {
 				if want := name == tc.want; want != slices.Contains(keys, "k") {
@@ -100,7 +100,7 @@ func TestJudgeUnrecordedAndCounts(t *testing.T) {
 	if got := [3]int{l.Count(Acknowledged), l.Count(Unknown), l.Count(Failed)}; got != [3]int{2, 1, 1} {
 		t.Errorf("counts by write = %v, want [2 1 1]", got)
 	}
-	v := l.judge(map[int64]int64{1: 1, 2: 1, 40: 1, 41: 3})
+	v := l.tally(map[int64]int64{1: 1, 2: 1, 40: 1, 41: 3})
 	if !v.OK() || v.Unrecorded != 2 || v.Acknowledged != 2 || v.Failed != 1 {
 		t.Errorf("verdict %+v, want OK with 2 acknowledged, 1 failed, 2 unrecorded", v)
 	}
@@ -112,7 +112,7 @@ func TestMismatchNamesKeys(t *testing.T) {
 		l.Record(k, nil)
 	}
 	l.Record(99, failover.ErrNoHost)
-	v := l.judge(map[int64]int64{3: 2, 99: 1})
+	v := l.tally(map[int64]int64{3: 2, 99: 1})
 	err := v.err("orders", "id")
 	if !errors.Is(err, ErrMismatch) {
 		t.Fatalf("err = %v, want ErrMismatch", err)
