@@ -251,7 +251,7 @@ func TestDecodeClusterFields(t *testing.T) {
 func TestRole(t *testing.T) {
 	tests := []struct {
 		in     string
-		want   Role
+		want   MemberRole
 		claims hosthealth.Role
 	}{
 		{"leader", RoleLeader, hosthealth.RolePrimary},
@@ -273,8 +273,8 @@ func TestRole(t *testing.T) {
 			t.Errorf("%v.String() = %q", r, r.String())
 		}
 	}
-	if got := Role(99).String(); got != "Role(99)" {
-		t.Errorf("Role(99).String() = %q", got)
+	if got := MemberRole(99).String(); got != "MemberRole(99)" {
+		t.Errorf("MemberRole(99).String() = %q", got)
 	}
 }
 

@@ -44,7 +44,7 @@ type Cluster struct {
 type Member struct {
 	Name string
 	// Role is the role Patroni reports; RoleName is its spelling.
-	Role     Role
+	Role     MemberRole
 	RoleName string
 	// State is Patroni's state of the member: "running" and, from 3.0.4,
 	// "streaming" for a replica that receives WAL; "starting",

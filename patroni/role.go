@@ -6,12 +6,13 @@ import (
 	"github.com/pgfailover/pgfailover/hosthealth"
 )
 
-// Role is a member's role as Patroni names it in GET /cluster.
-type Role uint8
+// MemberRole is a member's role as Patroni names it in GET /cluster;
+// Claims turns it into the role the rest of the library ranks by.
+type MemberRole uint8
 
 const (
 	// RoleUnknown: a role this package does not know, or none given.
-	RoleUnknown Role = iota
+	RoleUnknown MemberRole = iota
 	// RoleLeader holds the leader lock: the primary ("leader", or
 	// "master" in old versions).
 	RoleLeader
@@ -37,7 +38,7 @@ var roleNames = [...]string{
 }
 
 // String returns Patroni's spelling of r, or "unknown".
-func (r Role) String() string { return enumName(roleNames[:], int(r), "Role") }
+func (r MemberRole) String() string { return enumName(roleNames[:], int(r), "MemberRole") }
 
 // enumName returns names[i], or "Type(i)" for a value with no name.
 func enumName(names []string, i int, typ string) string {
@@ -47,16 +48,16 @@ func enumName(names []string, i int, typ string) string {
 	return typ + "(" + strconv.Itoa(i) + ")"
 }
 
-// ParseRole turns Patroni's spelling of a role into a Role. It accepts
+// ParseRole turns Patroni's spelling of a role into a MemberRole. It accepts
 // "master", the spelling of Patroni before 3.0, as RoleLeader; anything it
 // does not know is RoleUnknown.
-func ParseRole(s string) Role {
+func ParseRole(s string) MemberRole {
 	if s == "master" {
 		return RoleLeader
 	}
 	for r, name := range roleNames {
-		if Role(r) != RoleUnknown && name == s {
-			return Role(r)
+		if MemberRole(r) != RoleUnknown && name == s {
+			return MemberRole(r)
 		}
 	}
 	return RoleUnknown
@@ -65,7 +66,7 @@ func ParseRole(s string) Role {
 // Claims returns the role r claims for the server in the terms of the
 // rest of the library. A standby leader claims a replica, since it takes
 // no writes.
-func (r Role) Claims() hosthealth.Role {
+func (r MemberRole) Claims() hosthealth.Role {
 	switch r {
 	case RoleLeader:
 		return hosthealth.RolePrimary
@@ -78,7 +79,7 @@ func (r Role) Claims() hosthealth.Role {
 // rank orders roles for a list of candidates, best first: the leader, then
 // the standbys Patroni would promote first, then asynchronous replicas,
 // then a standby leader, then anything unknown.
-func (r Role) rank() int {
+func (r MemberRole) rank() int {
 	switch r {
 	case RoleLeader:
 		return 0
