@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/backoff"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/internal/telemetry"
@@ -41,7 +42,7 @@ func (e *Engine) RunTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) 
 				e.Telemetry.Counted(ctx, telemetry.OutcomeSurvived)
 			}
 			return nil
-		case !errors.Is(err, ErrTxInterrupted) || outcome.CallerDone(ctx):
+		case !errors.Is(err, ErrTxInterrupted):
 			if interruptions > 0 || state.failedOver {
 				e.Telemetry.Counted(ctx, callOutcome(err))
 			}
@@ -50,13 +51,28 @@ func (e *Engine) RunTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) 
 		if interruptions == 0 {
 			first, waits = e.Clock.Now(), e.BackoffPolicy().Start()
 		}
+		// The whole transaction was an attempt that provably did nothing:
+		// it runs again as a replayable call's attempt would. The budget
+		// is checked before each new run, never during one: a run that has
+		// started keeps the caller's own context.
+		f := outcome.Failure{Phase: outcome.Call, Class: hosthealth.Transport, Rule: outcome.Idempotent, DidNotRun: true,
+			CallerDone: outcome.CallerDone(ctx), FailedOver: interruptions > 0, Attempts: interruptions,
+			MaxAttempts: e.MaxAttempts, TimeLeft: e.Clock.Now().Sub(first) < e.MaxDuration}
 		interruptions++
-		// The budget is checked before each new run, never during one: a
-		// run that has started keeps the caller's own context.
-		if interruptions >= e.MaxAttempts || e.Clock.Now().Sub(first) >= e.MaxDuration {
+		switch outcome.Decide(f).Verdict {
+		case outcome.TryNext:
+		case outcome.FailBudget:
 			fe := &FailoverError{Kind: ErrBudgetExhausted, Attempts: interruptions, Hosts: hostErrors(err)}
+			if f.CallerDone {
+				fe.Cause = ctx.Err()
+			}
 			e.Telemetry.Counted(ctx, callOutcome(fe))
 			return fe
+		default: // the caller gave up at the first interruption
+			if state.failedOver {
+				e.Telemetry.Counted(ctx, callOutcome(err))
+			}
+			return err
 		}
 		switch waits.Wait(ctx, e.Life.Done()) {
 		case nil:
