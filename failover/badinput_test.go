@@ -331,7 +331,7 @@ func TestParseConfigEmptyHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := func(port uint16) string { return Host{Host: def.Host, Port: port}.Addr() }
+	at := func(port uint16) string { return HostConfig{Host: def.Host, Port: port}.Addr() }
 	pw := badInputPassword
 	tests := []struct {
 		name string
@@ -479,7 +479,7 @@ func TestParseConfigIPv6Edges(t *testing.T) {
 				t.Fatalf("hosts = %q, want %q", got, tt.want)
 			}
 			for i, h := range c.Hosts {
-				if hc := c.hostConfig(c.Hosts[i]).ConnConfig; hc.Host != h.Host || hc.Port != h.Port {
+				if hc := c.poolConfig(c.Hosts[i]).ConnConfig; hc.Host != h.Host || hc.Port != h.Port {
 					t.Errorf("host pool %d dials %s:%d, want %s", i, hc.Host, hc.Port, h.Addr())
 				}
 			}
@@ -527,7 +527,7 @@ func TestParseConfigUnixSocketEdges(t *testing.T) {
 				if len(h.tls) != 1 || h.tls[0].TLSConfig != nil {
 					t.Errorf("socket %s: %d variants, first with TLS %v; want one plain", h.Addr(), len(h.tls), h.tls[0].TLSConfig != nil)
 				}
-				if hc := c.hostConfig(c.Hosts[i]).ConnConfig; hc.TLSConfig != nil || hc.Fallbacks != nil {
+				if hc := c.poolConfig(c.Hosts[i]).ConnConfig; hc.TLSConfig != nil || hc.Fallbacks != nil {
 					t.Errorf("socket %s: host pool has TLS or fallbacks", h.Addr())
 				}
 			}

@@ -84,7 +84,7 @@ type Config struct {
 
 	// Hosts are the servers of the connection string in the order written,
 	// without repeats: a host:port that appears twice keeps its first place.
-	Hosts []Host
+	Hosts []HostConfig
 
 	// Target says which role a connection must reach. It is TargetPrimary
 	// when the connection string names none.
@@ -222,8 +222,8 @@ func (r ReplicaConfig) check(probeInterval time.Duration) error {
 	return nil
 }
 
-// Host is one server from the connection string.
-type Host struct {
+// HostConfig is one server from the connection string.
+type HostConfig struct {
 	Host string // host name, IP address or unix socket directory
 	Port uint16
 	Zone string // from zones=, "" when not given
@@ -237,7 +237,7 @@ type Host struct {
 
 // Addr returns host:port, with brackets around an IPv6 address. It is the
 // label used for the host in errors and metrics. It never holds credentials.
-func (h Host) Addr() string {
+func (h HostConfig) Addr() string {
 	return net.JoinHostPort(h.Host, strconv.FormatUint(uint64(h.Port), 10))
 }
 
@@ -254,13 +254,13 @@ func (c *Config) Copy() *Config {
 		n.Config = c.Config.Copy()
 	}
 	if c.Hosts != nil {
-		n.Hosts = make([]Host, len(c.Hosts))
+		n.Hosts = make([]HostConfig, len(c.Hosts))
 		for i, h := range c.Hosts {
 			n.Hosts[i] = copyHost(h)
 		}
 	}
 	n.patroni.APIURLs = slices.Clone(c.patroni.APIURLs)
-	n.templateTLS = copyHost(Host{tls: c.templateTLS}).tls
+	n.templateTLS = copyHost(HostConfig{tls: c.templateTLS}).tls
 	return &n
 }
 

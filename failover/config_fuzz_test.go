@@ -136,7 +136,7 @@ func checkParse(t *testing.T, s string) {
 		if len(h.tls) == 0 || len(h.tls) > 2 {
 			t.Fatalf("host %s has %d variants", h.Addr(), len(h.tls))
 		}
-		hc := c.hostConfig(c.Hosts[i]).ConnConfig
+		hc := c.poolConfig(c.Hosts[i]).ConnConfig
 		if hc.Host != h.Host || hc.Port != h.Port {
 			t.Fatalf("host pool %d dials %s:%d, want %s", i, hc.Host, hc.Port, h.Addr())
 		}

@@ -53,7 +53,7 @@ func TestConfigPgxpoolShape(t *testing.T) {
 		t.Fatalf("hosts = %q", addrs(cfg.Hosts))
 	}
 	for i := range cfg.Hosts {
-		pc := cfg.hostConfig(cfg.Hosts[i])
+		pc := cfg.poolConfig(cfg.Hosts[i])
 		if pc.MaxConns != 4 || pc.MinConns != 1 || pc.MaxConnLifetime != 7*time.Minute || pc.HealthCheckPeriod != 11*time.Second {
 			t.Errorf("host %d: MaxConns=%d MinConns=%d MaxConnLifetime=%v HealthCheckPeriod=%v; want 4, 1, 7m, 11s each",
 				i, pc.MaxConns, pc.MinConns, pc.MaxConnLifetime, pc.HealthCheckPeriod)
@@ -87,7 +87,7 @@ func TestConfigPgxpoolShape(t *testing.T) {
 	if cfg.MaxConns != 4 || cfg.ConnConfig.Tracer != tracer {
 		t.Errorf("changing the Copy changed the original: MaxConns=%d Tracer=%v", cfg.MaxConns, cfg.ConnConfig.Tracer)
 	}
-	if got := cp.hostConfig(cp.Hosts[2]).MaxConns; got != 99 {
+	if got := cp.poolConfig(cp.Hosts[2]).MaxConns; got != 99 {
 		t.Errorf("Copy's host pool MaxConns = %d, want 99", got)
 	}
 

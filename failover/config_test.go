@@ -92,7 +92,7 @@ func mustParse(t *testing.T, conn string) *Config {
 	return c
 }
 
-func addrs(hosts []Host) []string {
+func addrs(hosts []HostConfig) []string {
 	out := make([]string, len(hosts))
 	for i, h := range hosts {
 		out[i] = h.Addr()
@@ -198,7 +198,7 @@ func TestParseConfigSSLModeGrouping(t *testing.T) {
 func TestParseConfigAdjacentDuplicatesGroupedApart(t *testing.T) {
 	clearPGEnv(t)
 	// With sslmode=prefer pgconn lists a(TLS) a(plain) a(TLS) a(plain) b...:
-	// grouping by host:port alone would fold the two a entries into one Host
+	// grouping by host:port alone would fold the two a entries into one HostConfig
 	// with four variants and shift zones= by one.
 	c := mustParse(t, "host=db-a,db-a,db-b port=5432 sslmode=prefer zones=z1,z2,z3")
 	if got, want := addrs(c.Hosts), []string{"db-a:5432", "db-b:5432"}; !slices.Equal(got, want) {
@@ -497,7 +497,7 @@ func TestParseConfigConnectTimeout(t *testing.T) {
 			if got := c.ConnConfig.ConnectTimeout; got != tt.want {
 				t.Errorf("ConnectTimeout = %v, want %v", got, tt.want)
 			}
-			if got := c.hostConfig(c.Hosts[0]).ConnConfig.ConnectTimeout; got != tt.want {
+			if got := c.poolConfig(c.Hosts[0]).ConnConfig.ConnectTimeout; got != tt.want {
 				t.Errorf("host pool ConnectTimeout = %v, want %v", got, tt.want)
 			}
 		})
@@ -791,7 +791,7 @@ func TestParseConfigRemovesOwnKeys(t *testing.T) {
 		t.Helper()
 		params := []map[string]string{c.ConnConfig.RuntimeParams}
 		for i := range c.Hosts {
-			params = append(params, c.hostConfig(c.Hosts[i]).ConnConfig.RuntimeParams)
+			params = append(params, c.poolConfig(c.Hosts[i]).ConnConfig.RuntimeParams)
 		}
 		for _, rp := range params {
 			for _, k := range keys {
@@ -905,7 +905,7 @@ func TestParseConfigPoolSettings(t *testing.T) {
 		kv{"pool_max_conn_idle_time", "1m"}, kv{"pool_health_check_period", "15s"}) {
 		t.Run(f.name, func(t *testing.T) {
 			c := mustParse(t, f.conn)
-			for i, pc := range append([]*pgxpool.Config{c.Config}, c.hostConfig(c.Hosts[0]), c.hostConfig(c.Hosts[1])) {
+			for i, pc := range append([]*pgxpool.Config{c.Config}, c.poolConfig(c.Hosts[0]), c.poolConfig(c.Hosts[1])) {
 				if pc.MaxConns != 7 || pc.MinConns != 2 || pc.MaxConnLifetime != 10*time.Minute ||
 					pc.MaxConnIdleTime != time.Minute || pc.HealthCheckPeriod != 15*time.Second {
 					t.Errorf("config %d: MaxConns=%d MinConns=%d MaxConnLifetime=%v MaxConnIdleTime=%v HealthCheckPeriod=%v",
@@ -934,7 +934,7 @@ func TestConfigCopy(t *testing.T) {
 	cp.Hosts[0].Zone = "changed"
 	cp.Hosts[1].tls[0].TLSConfig.ServerName = "elsewhere"
 	cp.Hosts[1].tls[1].Port = 1
-	cp.Hosts = append(cp.Hosts, Host{Host: "extra", Port: 1})
+	cp.Hosts = append(cp.Hosts, HostConfig{Host: "extra", Port: 1})
 	cp.patroni.APIURLs[0] = "http://changed"
 	cp.MaxAttempts = 1
 
@@ -988,7 +988,7 @@ func TestHostPoolConfig(t *testing.T) {
 				t.Fatalf("hosts = %q", addrs(c.Hosts))
 			}
 			for i, h := range c.Hosts {
-				pc := c.hostConfig(c.Hosts[i])
+				pc := c.poolConfig(c.Hosts[i])
 				cc := pc.ConnConfig
 				if cc.Host != tt.hosts[i] || cc.Port != uint16(5432+i) {
 					t.Errorf("host %d: %s:%d, want %s:%d", i, cc.Host, cc.Port, tt.hosts[i], 5432+i)
@@ -1048,28 +1048,28 @@ func TestHostPoolConfig(t *testing.T) {
 func TestHostPoolConfigHostAddedByHand(t *testing.T) {
 	clearPGEnv(t)
 	c := mustParse(t, "host=db-a sslmode=require")
-	c.Hosts = append(c.Hosts, Host{Host: "db-x", Port: 6000}, Host{Host: "/tmp/sock", Port: 6001})
-	pc := c.hostConfig(c.Hosts[1]).ConnConfig
+	c.Hosts = append(c.Hosts, HostConfig{Host: "db-x", Port: 6000}, HostConfig{Host: "/tmp/sock", Port: 6001})
+	pc := c.poolConfig(c.Hosts[1]).ConnConfig
 	if pc.Host != "db-x" || pc.Port != 6000 || pc.TLSConfig == nil || pc.TLSConfig.ServerName != "db-x" || pc.Fallbacks != nil {
 		t.Errorf("hand-added host: %s:%d TLS=%v fallbacks=%v", pc.Host, pc.Port, pc.TLSConfig != nil, pc.Fallbacks)
 	}
 	if c.ConnConfig.TLSConfig.ServerName != "db-a" {
 		t.Error("template TLS config changed")
 	}
-	if pc := c.hostConfig(c.Hosts[2]).ConnConfig; pc.TLSConfig != nil {
+	if pc := c.poolConfig(c.Hosts[2]).ConnConfig; pc.TLSConfig != nil {
 		t.Error("unix socket host got a TLS config")
 	}
 }
 
 func TestConfigHostAddr(t *testing.T) {
 	tests := []struct {
-		h    Host
+		h    HostConfig
 		want string
 	}{
-		{Host{Host: "db-a", Port: 5432}, "db-a:5432"},
-		{Host{Host: "10.0.0.2", Port: 6432}, "10.0.0.2:6432"},
-		{Host{Host: "::1", Port: 5432}, "[::1]:5432"},
-		{Host{Host: "/var/run/postgresql", Port: 5432}, "/var/run/postgresql:5432"},
+		{HostConfig{Host: "db-a", Port: 5432}, "db-a:5432"},
+		{HostConfig{Host: "10.0.0.2", Port: 6432}, "10.0.0.2:6432"},
+		{HostConfig{Host: "::1", Port: 5432}, "[::1]:5432"},
+		{HostConfig{Host: "/var/run/postgresql", Port: 5432}, "/var/run/postgresql:5432"},
 	}
 	for _, tt := range tests {
 		if got := tt.h.Addr(); got != tt.want {

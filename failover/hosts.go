@@ -62,7 +62,7 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 		h := old.ByAddr[w.Addr]
 		if h == nil {
 			var err error
-			if h, err = p.eng.Hosts.NewHost(configs[i].Host, configs[i].Port, p.cfg.hostConfig(configs[i])); err != nil {
+			if h, err = p.eng.Hosts.NewHost(configs[i].Host, configs[i].Port, p.cfg.poolConfig(configs[i])); err != nil {
 				err = &HostError{Addr: w.Addr, Err: err}
 				p.logHostError(w.Addr, err)
 				errs = append(errs, err)
@@ -105,13 +105,13 @@ func (p *Pool) setHosts(sourced []topology.Member) error {
 // configuration each is dialled with. A member the connection string also
 // names keeps the string's TLS settings; one only the source names is
 // dialled with the template's, its own name as the TLS server name.
-func (p *Pool) wantedHosts() ([]hosthealth.Host, []Host) {
-	var wanted []hosthealth.Host
-	var configs []Host
+func (p *Pool) wantedHosts() ([]hosthealth.HostSpec, []HostConfig) {
+	var wanted []hosthealth.HostSpec
+	var configs []HostConfig
 	seen := make(map[string]int)
 	for _, h := range p.cfg.Hosts {
 		seen[h.Addr()] = len(wanted)
-		wanted = append(wanted, hosthealth.Host{Addr: h.Addr(), Zone: h.Zone})
+		wanted = append(wanted, hosthealth.HostSpec{Addr: h.Addr(), Zone: h.Zone})
 		configs = append(configs, h)
 	}
 	for _, m := range p.sourced {
@@ -123,8 +123,8 @@ func (p *Pool) wantedHosts() ([]hosthealth.Host, []Host) {
 			continue
 		}
 		seen[m.Addr()] = len(wanted)
-		wanted = append(wanted, hosthealth.Host{Addr: m.Addr(), Zone: m.Zone, Claimed: m.Role})
-		configs = append(configs, Host{Host: m.Host, Port: m.Port, Zone: m.Zone})
+		wanted = append(wanted, hosthealth.HostSpec{Addr: m.Addr(), Zone: m.Zone, Claimed: m.Role})
+		configs = append(configs, HostConfig{Host: m.Host, Port: m.Port, Zone: m.Zone})
 	}
 	return wanted, configs
 }

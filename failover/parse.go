@@ -243,7 +243,7 @@ func ParseConfig(connString string) (*Config, error) {
 	c.Hosts = dedupHosts(hosts)
 
 	// Each host's pool gets its own Host, Port and TLS variants
-	// (Fallbacks) from hostConfig, and the TLSConfig set here when the pool is built.
+	// (Fallbacks) from poolConfig, and the TLSConfig set here when the pool is built.
 	cc.Fallbacks = nil
 	return c, nil
 }

@@ -27,7 +27,7 @@ func TestSourcedHostVariants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cc := c.hostConfig(Host{Host: tc.host, Port: 5433}).ConnConfig
+			cc := c.poolConfig(HostConfig{Host: tc.host, Port: 5433}).ConnConfig
 			got := []bool{cc.TLSConfig != nil}
 			if cc.Host != tc.host || cc.Port != 5433 {
 				t.Fatalf("dials %s:%d, want %s:5433", cc.Host, cc.Port, tc.host)
@@ -64,41 +64,41 @@ func TestTLSConfigSetAfterParse(t *testing.T) {
 	}
 	marker := x509.NewCertPool()
 	c.ConnConfig.TLSConfig.RootCAs = marker // edited in place
-	sourced := Host{Host: "db-c.internal", Port: 5435}
-	socket := Host{Host: "/run/postgresql", Port: 5432}
+	sourced := HostConfig{Host: "db-c.internal", Port: 5435}
+	socket := HostConfig{Host: "/run/postgresql", Port: 5432}
 	for _, tc := range []struct {
-		h    Host
+		h    HostConfig
 		want string
 	}{
 		{c.Hosts[0], "db-a"}, {c.Hosts[1], "db-b"}, {c.Hosts[2], "10.0.0.7"}, {sourced, "db-c.internal"},
 	} {
-		tc := c.hostConfig(tc.h).ConnConfig.TLSConfig
+		tc := c.poolConfig(tc.h).ConnConfig.TLSConfig
 		if tc == nil || tc.RootCAs != marker {
 			t.Fatalf("a host does not get the TLS config set in code")
 		}
 	}
 	for i, want := range []string{"db-a", "db-b", "10.0.0.7"} {
-		if got := c.hostConfig(c.Hosts[i]).ConnConfig.TLSConfig.ServerName; got != want {
+		if got := c.poolConfig(c.Hosts[i]).ConnConfig.TLSConfig.ServerName; got != want {
 			t.Errorf("host %d: ServerName %q, want %q", i, got, want)
 		}
 	}
-	if got := c.hostConfig(sourced).ConnConfig.TLSConfig.ServerName; got != "db-c.internal" {
+	if got := c.poolConfig(sourced).ConnConfig.TLSConfig.ServerName; got != "db-c.internal" {
 		t.Errorf("sourced host: ServerName %q", got)
 	}
-	if c.hostConfig(socket).ConnConfig.TLSConfig != nil {
+	if c.poolConfig(socket).ConnConfig.TLSConfig != nil {
 		t.Error("a unix socket gets TLS")
 	}
 
 	// Replaced, with a name set in code: that name for every host.
 	c.ConnConfig.TLSConfig = &tls.Config{RootCAs: marker, ServerName: "db.example"}
 	for _, h := range append(c.Hosts, sourced) {
-		if got := c.hostConfig(h).ConnConfig.TLSConfig.ServerName; got != "db.example" {
+		if got := c.poolConfig(h).ConnConfig.TLSConfig.ServerName; got != "db.example" {
 			t.Errorf("%s: ServerName %q, want the one set in code", h.Addr(), got)
 		}
 	}
 	// Set to nil: no TLS, as pgx would dial.
 	c.ConnConfig.TLSConfig = nil
-	if c.hostConfig(c.Hosts[1]).ConnConfig.TLSConfig != nil {
+	if c.poolConfig(c.Hosts[1]).ConnConfig.TLSConfig != nil {
 		t.Error("TLSConfig set to nil still dials with TLS")
 	}
 
@@ -109,7 +109,7 @@ func TestTLSConfigSetAfterParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.ConnConfig.TLSConfig = &tls.Config{RootCAs: marker}
-	cc := p.hostConfig(p.Hosts[1]).ConnConfig
+	cc := p.poolConfig(p.Hosts[1]).ConnConfig
 	if cc.TLSConfig == nil || cc.TLSConfig.RootCAs != marker || cc.TLSConfig.InsecureSkipVerify || cc.TLSConfig.ServerName != "db-b" {
 		t.Errorf("prefer: first attempt %+v", cc.TLSConfig)
 	}
@@ -118,7 +118,7 @@ func TestTLSConfigSetAfterParse(t *testing.T) {
 	}
 }
 
-// TestHostMovedInCode: a Host whose Host or Port is changed after
+// TestHostMovedInCode: a HostConfig whose Host or Port is changed after
 // ParseConfig is dialled where it now says, with the string's TLS
 // variants moved to it, not at the address the string named.
 func TestHostMovedInCode(t *testing.T) {
@@ -132,7 +132,7 @@ func TestHostMovedInCode(t *testing.T) {
 		host string
 		port uint16
 	}{{"db-a", 6432}, {"db-c", 5433}} {
-		cc := c.hostConfig(c.Hosts[i]).ConnConfig
+		cc := c.poolConfig(c.Hosts[i]).ConnConfig
 		if cc.Host != want.host || cc.Port != want.port {
 			t.Errorf("host %d dials %s:%d, want %s:%d", i, cc.Host, cc.Port, want.host, want.port)
 		}
@@ -140,7 +140,7 @@ func TestHostMovedInCode(t *testing.T) {
 			t.Errorf("host %d: sslmode=prefer's variants not moved with it: TLS %v, fallbacks %+v", i, cc.TLSConfig != nil, cc.Fallbacks)
 		}
 	}
-	if got := c.hostConfig(c.Hosts[1]).ConnConfig.TLSConfig.ServerName; got != "db-c" {
+	if got := c.poolConfig(c.Hosts[1]).ConnConfig.TLSConfig.ServerName; got != "db-c" {
 		t.Errorf("moved host's TLS server name %q, want db-c", got)
 	}
 }

@@ -13,10 +13,10 @@ var benchSizes = []int{3, 16, 64}
 func benchAddr(i int) string { return fmt.Sprintf("10.0.%d.%d:5432", i/250, i%250) }
 
 // benchHosts returns n hosts in three zones.
-func benchHosts(n int) []Host {
-	hosts := make([]Host, n)
+func benchHosts(n int) []HostSpec {
+	hosts := make([]HostSpec, n)
 	for i := range hosts {
-		hosts[i] = Host{Addr: benchAddr(i), Zone: fmt.Sprintf("eu-1%c", 'a'+i%3)}
+		hosts[i] = HostSpec{Addr: benchAddr(i), Zone: fmt.Sprintf("eu-1%c", 'a'+i%3)}
 	}
 	return hosts
 }

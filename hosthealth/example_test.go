@@ -24,7 +24,7 @@ func show(s *hosthealth.Snapshot, target hosthealth.Target, step string) {
 
 // A writer follows the primary through a failover.
 func Example() {
-	s := hosthealth.New([]hosthealth.Host{
+	s := hosthealth.New([]hosthealth.HostSpec{
 		{Addr: "db-a:5432"}, {Addr: "db-b:5432"}, {Addr: "db-c:5432"},
 	}, hosthealth.Options{})
 	w := hosthealth.TargetPrimary
@@ -76,7 +76,7 @@ func Example() {
 // stays first across outages; remote replicas are reset to Unknown when a
 // new outage starts, so local ones get tried again first.
 func Example_zones() {
-	s := hosthealth.New([]hosthealth.Host{
+	s := hosthealth.New([]hosthealth.HostSpec{
 		{Addr: "r1:5432", Zone: "eu-1a"},
 		{Addr: "r2:5432", Zone: "eu-1b"},
 		{Addr: "r3:5432"}, // zone advertised by the server later
@@ -116,7 +116,7 @@ func Example_zones() {
 // One state serves every target: the facts are shared, and each target
 // ranks them its own way.
 func ExampleSnapshot_Ranking() {
-	s := hosthealth.New([]hosthealth.Host{
+	s := hosthealth.New([]hosthealth.HostSpec{
 		{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"},
 	}, hosthealth.Options{})
 	s = s.ObserveConnect("p:5432", hosthealth.RolePrimary)
@@ -143,14 +143,14 @@ func ExampleSnapshot_Ranking() {
 // stay keep what was learnt about them; new ones start Unknown, ranked by
 // the role the source claims for them until their server says otherwise.
 func ExampleSnapshot_SetHosts() {
-	s := hosthealth.New([]hosthealth.Host{
+	s := hosthealth.New([]hosthealth.HostSpec{
 		{Addr: "a:5432"}, {Addr: "b:5432"},
 	}, hosthealth.Options{})
 	s = s.ObserveConnect("a:5432", hosthealth.RolePrimary)
 	s = s.ObserveFailure("b:5432", hosthealth.Transport)
 
 	// b is decommissioned and c joins as a replica.
-	s = s.SetHosts([]hosthealth.Host{
+	s = s.SetHosts([]hosthealth.HostSpec{
 		{Addr: "a:5432", Claimed: hosthealth.RolePrimary},
 		{Addr: "c:5432", Claimed: hosthealth.RoleReplica},
 	})

@@ -13,7 +13,7 @@ import (
 // tracker: targets, tiers and rankings are worked out from scratch.
 type model struct {
 	zone   string      // the client's
-	config []Host      // the list last given to SetHosts, duplicates and all
+	config []HostSpec  // the list last given to SetHosts, duplicates and all
 	hosts  []modelHost // the tracked hosts, first entry of each address
 	outage bool
 	now    int // clock reading, in steps
@@ -44,7 +44,7 @@ func (m *model) set(h *modelHost, state State, role Role) {
 	}
 }
 
-func (m *model) setHosts(config []Host) {
+func (m *model) setHosts(config []HostSpec) {
 	m.config = slices.Clone(config)
 	var next []modelHost
 	for _, c := range config {
@@ -242,9 +242,9 @@ func fuzzTracker(t *testing.T, data []byte) {
 	if len(data) < n {
 		return
 	}
-	hosts := make([]Host, n)
+	hosts := make([]HostSpec, n)
 	for i := range n {
-		hosts[i] = Host{
+		hosts[i] = HostSpec{
 			Addr:    fuzzAddrs[i],
 			Zone:    fuzzZones[int(data[i]&0x0f)%len(fuzzZones)],
 			Claimed: Role(data[i] >> 4 % 3),
@@ -292,7 +292,7 @@ func fuzzTracker(t *testing.T, data []byte) {
 			if len(m.config) >= maxFuzzConfig {
 				continue
 			}
-			h := Host{Addr: addr, Zone: fuzzZones[int(arg&0x0f)%len(fuzzZones)], Claimed: Role(arg >> 4 % 3)}
+			h := HostSpec{Addr: addr, Zone: fuzzZones[int(arg&0x0f)%len(fuzzZones)], Claimed: Role(arg >> 4 % 3)}
 			config := append(slices.Clone(m.config), h)
 			desc = fmt.Sprintf("add(%+v)", h)
 			tr.SetHosts(config)

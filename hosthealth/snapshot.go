@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Host is one server the client may use, as a topology source describes
-// it: the connection string, or a cluster manager such as Patroni.
-type Host struct {
+// HostSpec is one server the client may use, as a topology source describes
+// it (the connection string, or a cluster manager such as Patroni): what
+// is asked for, where HostStatus is what was observed.
+type HostSpec struct {
 	Addr string // host:port; the host's identity
 	Zone string // zone configured or announced for the host; "" if none
 	// Claimed is the role the topology source says the host has. It is a
@@ -81,7 +82,7 @@ type Options struct {
 // change by comparing pointers. Whoever folds observations into a state
 // keeps the current one and serializes its folds; the Snapshot has no lock
 // of its own.
-func New(hosts []Host, opts Options) *Snapshot {
+func New(hosts []HostSpec, opts Options) *Snapshot {
 	s := &Snapshot{zone: opts.Zone, now: opts.Now}
 	if s.now == nil {
 		s.now = time.Now
@@ -94,7 +95,7 @@ func New(hosts []Host, opts Options) *Snapshot {
 // its state, role and advertised zone, and takes the new claimed role; a
 // configured zone in hosts replaces the known one. A new host starts
 // Unknown. Hosts missing from hosts are forgotten.
-func (s *Snapshot) SetHosts(hosts []Host) *Snapshot {
+func (s *Snapshot) SetHosts(hosts []HostSpec) *Snapshot {
 	hs := s.statuses(hosts)
 	if slices.Equal(hs, s.hosts) {
 		return s // a source that repeats itself changes nothing
@@ -103,7 +104,7 @@ func (s *Snapshot) SetHosts(hosts []Host) *Snapshot {
 }
 
 // statuses builds the host list for hosts, carrying over what s knows.
-func (s *Snapshot) statuses(hosts []Host) []HostStatus {
+func (s *Snapshot) statuses(hosts []HostSpec) []HostStatus {
 	now := s.now()
 	hs := make([]HostStatus, 0, len(hosts))
 	for _, h := range hosts {

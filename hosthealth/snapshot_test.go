@@ -37,10 +37,10 @@ func (c *fakeClock) Advance(d time.Duration) time.Time {
 // a sequence of observations.
 type tracker struct{ s *Snapshot }
 
-func newTracker(hosts []Host, opts Options) *tracker { return &tracker{s: New(hosts, opts)} }
+func newTracker(hosts []HostSpec, opts Options) *tracker { return &tracker{s: New(hosts, opts)} }
 
 func (t *tracker) Snapshot() *Snapshot                { return t.s }
-func (t *tracker) SetHosts(hosts []Host)              { t.s = t.s.SetHosts(hosts) }
+func (t *tracker) SetHosts(hosts []HostSpec)          { t.s = t.s.SetHosts(hosts) }
 func (t *tracker) ObserveConnect(addr string, r Role) { t.s = t.s.ObserveConnect(addr, r) }
 func (t *tracker) ObserveZone(addr, zone string)      { t.s = t.s.ObserveZone(addr, zone) }
 func (t *tracker) ObserveFailure(addr string, c Class) {
@@ -68,12 +68,12 @@ func apply(t *tracker, ops []op) {
 // hostsOf builds hosts from specs of the form addr[=zone][/p|/r]:
 // hostsOf("a", "b=eu-1b", "c/r") gives a with no zone, b in eu-1b, and c
 // claimed to be a replica.
-func hostsOf(specs ...string) []Host {
-	hs := make([]Host, len(specs))
+func hostsOf(specs ...string) []HostSpec {
+	hs := make([]HostSpec, len(specs))
 	for i, s := range specs {
 		s, claim, _ := strings.Cut(s, "/")
 		addr, z, _ := strings.Cut(s, "=")
-		hs[i] = Host{Addr: addr, Zone: z, Claimed: map[string]Role{"": RoleUnknown, "p": RolePrimary, "r": RoleReplica}[claim]}
+		hs[i] = HostSpec{Addr: addr, Zone: z, Claimed: map[string]Role{"": RoleUnknown, "p": RolePrimary, "r": RoleReplica}[claim]}
 	}
 	return hs
 }
@@ -452,8 +452,8 @@ func TestZoneRanking(t *testing.T) {
 		{"", "eu-1a", [4]string{"b a", "b a", "b a", "b a"}},
 	}
 	for _, tt := range tests {
-		configured := newTracker([]Host{{Addr: "b", Zone: "eu-1c"}, {Addr: "a", Zone: tt.hostZone}}, Options{Zone: tt.clientZone})
-		advertised := newTracker([]Host{{Addr: "b", Zone: "eu-1c"}, {Addr: "a"}}, Options{Zone: tt.clientZone})
+		configured := newTracker([]HostSpec{{Addr: "b", Zone: "eu-1c"}, {Addr: "a", Zone: tt.hostZone}}, Options{Zone: tt.clientZone})
+		advertised := newTracker([]HostSpec{{Addr: "b", Zone: "eu-1c"}, {Addr: "a"}}, Options{Zone: tt.clientZone})
 		advertised.ObserveZone("a", tt.hostZone)
 		for name, tr := range map[string]*tracker{"configured": configured, "advertised": advertised} {
 			if got := rankings(tr.Snapshot()); got != tt.want {
@@ -494,7 +494,7 @@ func TestObserveZone(t *testing.T) {
 func TestRanking(t *testing.T) {
 	tests := []struct {
 		name  string
-		hosts []Host
+		hosts []HostSpec
 		zone  string // the client's
 		ops   []op
 		want  [numTargets]string // read-write, any, read-only, prefer-standby
@@ -667,7 +667,7 @@ func TestStickyHealthy(t *testing.T) {
 func TestOutageReset(t *testing.T) {
 	tests := []struct {
 		name   string
-		hosts  []Host
+		hosts  []HostSpec
 		ops    []op
 		states string
 		outage bool
@@ -903,7 +903,7 @@ func TestPreferReplicaClaimed(t *testing.T) {
 func TestSetHosts(t *testing.T) {
 	tests := []struct {
 		name  string
-		hosts []Host
+		hosts []HostSpec
 		ops   []op
 		facts string
 		want  [numTargets]string // rankings: read-write, any, read-only, prefer-standby
@@ -1025,7 +1025,7 @@ func TestSetHosts(t *testing.T) {
 func TestSetHostsCopiesHosts(t *testing.T) {
 	hosts := hostsOf("a=eu-1a", "b")
 	tr := newTracker(hosts, Options{Zone: "eu-1a"})
-	hosts[0] = Host{Addr: "x", Zone: "eu-1b"}
+	hosts[0] = HostSpec{Addr: "x", Zone: "eu-1b"}
 	hosts = hostsOf("c", "d")
 	tr.SetHosts(hosts)
 	hosts[0].Addr = "y"

@@ -317,7 +317,7 @@ func (o *Owner[T]) Reached(lsn replica.LSN) (at time.Time, ok bool) {
 // publication: no Routes pairs a table with another set's health. A host
 // that stays keeps its state and epoch; a new one starts Unknown; what the
 // lag book knows of a host that left the table is dropped.
-func (o *Owner[T]) SetTable(table *Table[T], hosts []hosthealth.Host) News[T] {
+func (o *Owner[T]) SetTable(table *Table[T], hosts []hosthealth.HostSpec) News[T] {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	old := o.cur.Load()

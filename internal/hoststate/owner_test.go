@@ -20,7 +20,7 @@ type node struct{ addr string }
 
 // newOwner returns an Owner for target on a fake clock, holding hosts,
 // each with a node.
-func newOwner(t testing.TB, target hosthealth.Target, zone string, hosts ...hosthealth.Host) (*Owner[node], *clock.Fake) {
+func newOwner(t testing.TB, target hosthealth.Target, zone string, hosts ...hosthealth.HostSpec) (*Owner[node], *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	o := New[node](Options{Target: target, Zone: zone, Clock: clk})
@@ -29,7 +29,7 @@ func newOwner(t testing.TB, target hosthealth.Target, zone string, hosts ...host
 }
 
 // tableOf returns a table with a node for each of hosts.
-func tableOf(hosts ...hosthealth.Host) *Table[node] {
+func tableOf(hosts ...hosthealth.HostSpec) *Table[node] {
 	table := &Table[node]{ByAddr: map[string]*node{}}
 	for _, h := range hosts {
 		n := &node{addr: h.Addr}
@@ -39,10 +39,10 @@ func tableOf(hosts ...hosthealth.Host) *Table[node] {
 	return table
 }
 
-func hostsOf(addrs ...string) []hosthealth.Host {
-	var hs []hosthealth.Host
+func hostsOf(addrs ...string) []hosthealth.HostSpec {
+	var hs []hosthealth.HostSpec
 	for _, a := range addrs {
-		hs = append(hs, hosthealth.Host{Addr: a})
+		hs = append(hs, hosthealth.HostSpec{Addr: a})
 	}
 	return hs
 }
@@ -73,7 +73,7 @@ func closed(ch <-chan struct{}) bool {
 // hosts in rank order, the Reader's candidates (freshness, tier,
 // read-last, no-reads) and which nodes they hold.
 func TestBuild(t *testing.T) {
-	hosts := []hosthealth.Host{
+	hosts := []hosthealth.HostSpec{
 		{Addr: "a:5432", Zone: "z1"}, // primary
 		{Addr: "b:5432", Zone: "z1"}, // replica, same zone
 		{Addr: "c:5432", Zone: "z2"}, // replica, other zone, reads last
@@ -399,9 +399,9 @@ func TestWaitForUsableHost(t *testing.T) {
 // with its health and its table, and it never changes under them.
 func TestConcurrentUse(t *testing.T) {
 	const hosts, writers, readers, rounds = 8, 4, 4, 300
-	var all []hosthealth.Host
+	var all []hosthealth.HostSpec
 	for i := range hosts + 2 {
-		all = append(all, hosthealth.Host{Addr: fmt.Sprintf("h%d", i), Zone: fmt.Sprintf("z%d", i%3)})
+		all = append(all, hosthealth.HostSpec{Addr: fmt.Sprintf("h%d", i), Zone: fmt.Sprintf("z%d", i%3)})
 	}
 	o, clk := newOwner(t, hosthealth.TargetPrimary, "z0", all[:hosts]...)
 	first := o.Routes()

@@ -58,22 +58,22 @@ type Instruments struct {
 	system        attribute.Set                             // db.system.name alone
 }
 
-// Outcome is how a call that met a failover event ended: a value of
+// CallOutcome is how a call that met a failover event ended: a value of
 // pgfailover.outcome. The Pool decides it from the call's error.
-type Outcome uint8
+type CallOutcome uint8
 
 const (
-	OutcomeSurvived             Outcome = iota // the call completed
-	OutcomeCommitOutcomeUnknown                // a COMMIT's outcome is unknown
-	OutcomeNoHost                              // no host could take the call
-	OutcomeBudgetExhausted                     // failover_max_duration or the context ran out
-	OutcomeFailed                              // any other failure
+	OutcomeSurvived             CallOutcome = iota // the call completed
+	OutcomeCommitOutcomeUnknown                    // a COMMIT's outcome is unknown
+	OutcomeNoHost                                  // no host could take the call
+	OutcomeBudgetExhausted                         // failover_max_duration or the context ran out
+	OutcomeFailed                                  // any other failure
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"survived", "commit_outcome_unknown", "no_host", "budget_exhausted", "failed"}
 
-func (o Outcome) String() string {
+func (o CallOutcome) String() string {
 	if o < numOutcomes {
 		return outcomeNames[o]
 	}
@@ -182,7 +182,7 @@ func (t *Instruments) HostFailed(span trace.Span, s Server, class hosthealth.Cla
 
 // EndEpisode ends the episode's span with the call's outcome (and err, its
 // error), and records how many attempts the call made.
-func (t *Instruments) EndEpisode(ctx context.Context, span trace.Span, attempts int, outcome Outcome, err error) {
+func (t *Instruments) EndEpisode(ctx context.Context, span trace.Span, attempts int, outcome CallOutcome, err error) {
 	span.SetAttributes(attribute.String("pgfailover.outcome", outcome.String()))
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
@@ -192,7 +192,7 @@ func (t *Instruments) EndEpisode(ctx context.Context, span trace.Span, attempts 
 }
 
 // Counted records the outcome of a call that met a failover event.
-func (t *Instruments) Counted(ctx context.Context, outcome Outcome) {
+func (t *Instruments) Counted(ctx context.Context, outcome CallOutcome) {
 	if outcome == OutcomeSurvived {
 		t.survivedCount.Add(ctx, 1, metric.WithAttributeSet(t.system))
 		return

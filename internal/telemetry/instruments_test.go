@@ -123,7 +123,7 @@ func (r recorded) one(t *testing.T, name string, want ...string) float64 {
 }
 
 func TestOutcomeNames(t *testing.T) {
-	for o, want := range map[Outcome]string{
+	for o, want := range map[CallOutcome]string{
 		OutcomeSurvived:             "survived",
 		OutcomeCommitOutcomeUnknown: "commit_outcome_unknown",
 		OutcomeNoHost:               "no_host",
@@ -132,7 +132,7 @@ func TestOutcomeNames(t *testing.T) {
 		numOutcomes:                 "unknown",
 	} {
 		if got := o.String(); got != want {
-			t.Errorf("Outcome(%d) is %q, want %q", o, got, want)
+			t.Errorf("CallOutcome(%d) is %q, want %q", o, got, want)
 		}
 	}
 }

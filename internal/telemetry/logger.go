@@ -125,7 +125,7 @@ func (l Logger) FailoverEnded(failed, host string, d time.Duration) {
 // is its error), how many hosts it tried and how long it waited, limited
 // per host that failed first (first). last is the host the call ended on,
 // "" when none.
-func (l Logger) Episode(first, last string, outcome Outcome, attempts int, waited time.Duration, err error) {
+func (l Logger) Episode(first, last string, outcome CallOutcome, attempts int, waited time.Duration, err error) {
 	if l.log == nil {
 		return
 	}

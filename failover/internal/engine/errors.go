@@ -121,7 +121,7 @@ func errorKind(v outcome.Verdict) error {
 
 // callOutcome names how a call that met a failover event ended: a value of
 // pgfailover.outcome.
-func callOutcome(err error) telemetry.Outcome {
+func callOutcome(err error) telemetry.CallOutcome {
 	switch {
 	case err == nil:
 		return telemetry.OutcomeSurvived

@@ -20,7 +20,7 @@ func newMemState(e *Engine) {
 
 // setMemHosts makes hosts e's host set, each with a bare Host made by mk
 // (nil: only its address).
-func setMemHosts(e *Engine, hosts []hosthealth.Host, mk func(i int, addr string) *hostpool.Host) *hoststate.Table[hostpool.Host] {
+func setMemHosts(e *Engine, hosts []hosthealth.HostSpec, mk func(i int, addr string) *hostpool.Host) *hoststate.Table[hostpool.Host] {
 	table := &hoststate.Table[hostpool.Host]{ByAddr: map[string]*hostpool.Host{}}
 	for i, h := range hosts {
 		hp := &hostpool.Host{Addr: h.Addr}

@@ -35,7 +35,7 @@ func TestFailoverDurationAndHostChanges(t *testing.T) {
 		Log:       telemetry.NewLogger(slog.New(slog.NewTextHandler(&logs, nil)), fake),
 	}
 	newMemState(e)
-	hosts := []hosthealth.Host{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5432"}}
+	hosts := []hosthealth.HostSpec{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5432"}}
 	setMemHosts(e, hosts, func(i int, addr string) *hostpool.Host {
 		return &hostpool.Host{Addr: addr, Server: telemetry.NewServer("10.0.0."+string(rune('1'+i)), 5432)}
 	})

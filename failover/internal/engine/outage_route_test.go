@@ -22,7 +22,7 @@ import (
 func outageEngine(t *testing.T, policy replica.Policy) (*Engine, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	hosts := []hosthealth.Host{{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"}}
+	hosts := []hosthealth.HostSpec{{Addr: "p:5432"}, {Addr: "r1:5432"}, {Addr: "r2:5432"}}
 	e := &Engine{
 		Settings: Settings{Target: hosthealth.TargetPrimary},
 		Clock:    clk,

@@ -15,9 +15,9 @@ import (
 // are replicas, so that for TargetPrimary the best host is the last one
 // configured.
 func pickEngine(b *testing.B, n int, target hosthealth.Target) *Engine {
-	hosts := make([]hosthealth.Host, n)
+	hosts := make([]hosthealth.HostSpec, n)
 	for i := range hosts {
-		hosts[i] = hosthealth.Host{Addr: fmt.Sprintf("db-%d.pg.example.internal:5432", i)}
+		hosts[i] = hosthealth.HostSpec{Addr: fmt.Sprintf("db-%d.pg.example.internal:5432", i)}
 	}
 	e := &Engine{
 		Settings: Settings{Target: target},

@@ -127,7 +127,7 @@ func (s *Set) MarkFailed(h *Host, since hoststate.Epoch, class hosthealth.Class,
 
 // SetTable publishes a new host table and host set (hoststate.Owner's
 // SetTable), and reports what it changed.
-func (s *Set) SetTable(table *hoststate.Table[Host], hosts []hosthealth.Host) {
+func (s *Set) SetTable(table *hoststate.Table[Host], hosts []hosthealth.HostSpec) {
 	s.Report(s.state.SetTable(table, hosts))
 }
 
