@@ -89,7 +89,7 @@ func (r *Reader) next(rs *routes, c *call) (*hostpool.Host, bool) {
 	return picker{target: hosthealth.TargetPrimary}.next(rs, c)
 }
 
-// lastWriteTime returns when a call that may have written last completed,
+// LastWrite returns when a call that may have written last completed,
 // or the zero time.
 func (e *Engine) LastWrite() time.Time {
 	n := e.lastWrite.Load()
@@ -155,7 +155,7 @@ func (r *Reader) pin(c *call) {
 const positionSQL = "SELECT pg_current_wal_insert_lsn()::text, current_setting('wal_block_size')::int"
 
 // samplePrimary asks the primary h for its WAL position now, normalised as
-// the probe's is (recordEnd). ok is false when it did not answer within
+// the probe's is (probe.RecordEnd). ok is false when it did not answer within
 // health_probe_timeout.
 func (e *Engine) samplePrimary(ctx context.Context, h *hostpool.Host) (replica.Sample, bool) {
 	ctx, cancel := context.WithTimeout(ctx, e.HealthProbeTimeout)
