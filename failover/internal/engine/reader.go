@@ -103,7 +103,7 @@ func (e *Engine) LastWrite() time.Time {
 // write through the Pool into a position the read must see: that of a
 // sample of the primary taken after the write. The newest sample serves
 // when it is that recent; else the read asks the primary, or waits for
-// the request in flight (Sampler). Without a primary to ask, or when
+// the request in flight (replica.Sampler). Without a primary to ask, or when
 // asking fails, the read goes to the primary. A read with a causal token
 // is not pinned: its token says what it must see.
 func (r *Reader) pin(c *call) {
