@@ -88,7 +88,9 @@ func New(cfg Config) *Set {
 // pool of a host whose server now stands in a role the target does not
 // accept, so that no caller keeps writing to a demoted primary
 // (only on the change, which keeps pool_min_conns from reconnecting to a
-// replica over and over). Every observation of a host goes through here.
+// replica over and over). Every observation of a host goes through here,
+// but the answer to a pinned read's request for a sample of the primary,
+// which the engine hands to hoststate.Owner.AnswerSample.
 func (s *Set) Observe(h *Host, ob hoststate.Observation) hoststate.Result[Host] {
 	ob.Addr = h.Addr
 	res := s.state.Observe(ob)
