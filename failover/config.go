@@ -145,7 +145,7 @@ type Config struct {
 
 	// parsedServerName is the TLS server name ParseConfig derived for the
 	// string's first host. A ConnConfig.TLSConfig that still holds it gets
-	// each host's own name (see tlsFor); any other name was set in code.
+	// each host's own name (hostpool.Dialing's tlsFor); any other name was set in code.
 	parsedServerName string
 
 	// tcpUserTimeout is tcp_user_timeout, default 10s, 0 for the OS

@@ -118,7 +118,8 @@ func (p *Pool) followerUsable(conn *pgx.Conn) bool {
 	return h != nil && rs.Holds(h.Addr, h) && p.eng.Hosts.Reusable(h, pc, st) && rs.Usable(h.Addr, p.cfg.Target)
 }
 
-// AcquireAllIdle acquires every idle connection of every host's pool, as
+// AcquireAllIdle acquires every idle connection of every host's pool of
+// the Pool's own calls (not the Reader's, nor PgxPool's), as
 // pgxpool.Pool.AcquireAllIdle does for one: each passes the same checks as
 // an acquired connection (the peek, the role), and those that fail are
 // closed instead. Release each when done. It does not wait and does not

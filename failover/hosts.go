@@ -38,10 +38,10 @@ func (p *Pool) newHostSet() *hostpool.Set {
 }
 
 // setHosts makes the host set the connection string's hosts merged with
-// the topology source's last report. A host that stays keeps its pool and
-// its state; a new host gets a pool (and a probe loop, once the Pool
+// the topology source's last report. A host that stays keeps its pools and
+// its state; a new host gets its pools (and a probe loop, once the Pool
 // probes) and starts Unknown with the role the source claims; a host that
-// left is drained: calls in flight on it finish, then its pool closes, in
+// left is drained: calls in flight on it finish, then its pools close, in
 // the background, and Close waits for it. It returns why hosts could not be
 // added, if any could not; the others are added all the same.
 func (p *Pool) setHosts(sourced []topology.Member) error {

@@ -69,7 +69,7 @@ type Listener struct {
 	pool     *Pool
 	channels []string
 	conn     *pgx.Conn // nil while the session is lost
-	addr     string    // host:port of conn's server
+	addr     string    // the remote address of conn's socket
 	since    time.Time // last time conn was known to be listening
 	lost     time.Time // when conn was found gone; zero while it works
 	cause    error     // why it was lost

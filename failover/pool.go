@@ -75,8 +75,9 @@ func New(ctx context.Context, connString string) (*Pool, error) {
 // patroni_api_urls makes), it first waits for the source's first report
 // (up to connect_timeout, or 5s when connect_timeout is 0). It probes every host, each within connect_timeout: in
 // turn until one has logged in, so that a wrong password reaches one host
-// only, then the rest in parallel. It fails with the authentication
-// error when the credentials are refused, and otherwise with one error
+// only, then the rest in parallel. It fails with the server's refusal when
+// no other host would answer differently (refused credentials, an unknown
+// database), and otherwise with one error
 // listing every host's outcome when none is reachable in a role the target
 // accepts. The Pool keeps probing every host in the background until
 // Close, and follows Config.Topology for hosts that come and go.

@@ -35,7 +35,8 @@ type HostStat struct {
 	// the host, beside Pool's and Reads': it asks on an idle one of
 	// theirs when there is one, and holds none on a host the Pool does
 	// not use (a replica under the primary target before the Reader has
-	// read), between its probes 10 s apart.
+	// read), between its probes ten health_probe_interval apart (10 s by
+	// default).
 	ProbeConn bool
 	Pool      *pgxpool.Stat
 	// Reads is the host's pool of the Reader's read-only sessions.

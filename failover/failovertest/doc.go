@@ -21,7 +21,7 @@
 //		}()
 //		newPrimary, err := cluster.Failover(ctx, 500*time.Millisecond)
 //		...
-//		verdict, err := ledger.Check(ctx, newPrimary, "orders", "key")
+//		tally, err := ledger.Check(ctx, newPrimary, "orders", "key")
 //		if err != nil {
 //			t.Fatal(err) // names each key lost, applied twice, or failed yet present
 //		}

@@ -232,7 +232,7 @@ func (v Tally[K]) OK() bool {
 	return len(v.Missing) == 0 && len(v.Duplicated) == 0 && len(v.FailedPresent) == 0
 }
 
-// String sums the verdict up in one line.
+// String sums the tally up in one line.
 func (v Tally[K]) String() string {
 	s := fmt.Sprintf("%d acknowledged, %d of unknown outcome (%d committed), %d failed",
 		v.Acknowledged, v.Unknown, v.UnknownCommitted, v.Failed)

@@ -254,7 +254,8 @@ func (c *Conn) meaning(ctx context.Context, query string, at before, err error) 
 // would run the statement again.
 var errLostInFlight = fmt.Errorf("the connection closed with the statement in flight: %w", pgconn.ErrConnClosed)
 
-// addr is host:port of c's server, for errors (never credentials). It is
+// addr is the remote address of c's socket (the server's resolved IP and
+// port, or its socket path), for errors (never credentials). It is
 // computed only when an error needs it: formatting it costs allocations
 // that every statement would pay. A closed connection keeps its address.
 func (c *Conn) addr() string {

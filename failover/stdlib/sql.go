@@ -179,7 +179,7 @@ type dsnConnector struct {
 	// outside it.
 	mu     sync.Mutex
 	pool   *failover.Pool
-	inner  driver.Connector // pgx's connector over pool
+	inner  driver.Connector // the connector over pool's PgxPool (connector)
 	closed bool
 	// held counts the connections handed to database/sql and not yet
 	// closed, and the Connects in flight.
@@ -235,8 +235,8 @@ func (c *dsnConnector) release() {
 	}
 }
 
-// connector returns pgx's connector over the Pool, creating the Pool
-// first when there is none.
+// connector returns the connector over the Pool's PgxPool, creating the
+// Pool first when there is none.
 func (c *dsnConnector) connector(ctx context.Context) (driver.Connector, error) {
 	c.mu.Lock()
 	closed, inner := c.closed, c.inner

@@ -1,6 +1,7 @@
 // Package connkeys reads package failover's own connection-string keys
-// (target, zone, failover_*, health_probe_*, the Reader's, the Patroni and
-// fallback_* keys, tcp_user_timeout, lazy_connect) into a plain [Settings].
+// (target, zone, zones, failover_*, health_probe_*, name_recheck_interval,
+// the Reader's, the patroni_*, query_wait_timeout and fallback_* keys,
+// tcp_user_timeout, lazy_connect) into a plain [Settings].
 //
 // pgconn does not know these keys and files them under
 // ConnConfig.RuntimeParams; failover.ParseConfig lets pgx parse the string,

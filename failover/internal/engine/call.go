@@ -177,8 +177,9 @@ func (c *call) attempt(op func(*pgxpool.Conn) (outcome.Rule, error)) error {
 }
 
 // acquire picks the next host and acquires a connection from it, walking on
-// while hosts fail. Connecting sends no statement, so a failed acquire may
-// always move to the next host.
+// while hosts fail. Connecting sends no statement, so a failed acquire is
+// settled in outcome.Connect's phase (connectFailed): it moves to the next
+// host unless outcome.Decide ends the call.
 func (c *call) acquire() (*pgxpool.Conn, error) {
 	for {
 		h, err := c.pick()

@@ -45,7 +45,8 @@ type Engine struct {
 	Log       telemetry.Logger // the Pool's log lines
 	// State owns what the Pool knows of its hosts and publishes the
 	// routing value the picks read; Hosts is the hosts at work, through
-	// which every observation of a call's reaches State.
+	// which every observation of a call's reaches State, but the answer
+	// to a pinned read's request for a sample (State.AnswerSample).
 	State *hoststate.Owner[hostpool.Host]
 	Hosts *hostpool.Set
 	Steer Steerer         // the local-first fallback, or NoSteer

@@ -89,7 +89,7 @@ func (r *Reader) next(rs *routes, c *call) (*hostpool.Host, bool) {
 	return picker{target: hosthealth.TargetPrimary}.next(rs, c)
 }
 
-// lastWriteTime returns when a call that may have written last completed,
+// LastWrite returns when a call that may have written last completed,
 // or the zero time.
 func (e *Engine) LastWrite() time.Time {
 	n := e.lastWrite.Load()
@@ -103,7 +103,7 @@ func (e *Engine) LastWrite() time.Time {
 // write through the Pool into a position the read must see: that of a
 // sample of the primary taken after the write. The newest sample serves
 // when it is that recent; else the read asks the primary, or waits for
-// the request in flight (Sampler). Without a primary to ask, or when
+// the request in flight (replica.Sampler). Without a primary to ask, or when
 // asking fails, the read goes to the primary. A read with a causal token
 // is not pinned: its token says what it must see.
 func (r *Reader) pin(c *call) {
@@ -155,7 +155,7 @@ func (r *Reader) pin(c *call) {
 const positionSQL = "SELECT pg_current_wal_insert_lsn()::text, current_setting('wal_block_size')::int"
 
 // samplePrimary asks the primary h for its WAL position now, normalised as
-// the probe's is (recordEnd). ok is false when it did not answer within
+// the probe's is (probe.RecordEnd). ok is false when it did not answer within
 // health_probe_timeout.
 func (e *Engine) samplePrimary(ctx context.Context, h *hostpool.Host) (replica.Sample, bool) {
 	ctx, cancel := context.WithTimeout(ctx, e.HealthProbeTimeout)

@@ -113,7 +113,7 @@ func (r *Reader) confirm(c *call, h *hostpool.Host, conn *pgxpool.Conn) bool {
 // lookSQL asks a server how far it has replayed WAL (or, out of recovery,
 // its insert position), how far it has received it, and whether it
 // receives WAL now: what the probe asks of a replica for the outage rule
-// (see probeSQL).
+// (package probe's probeSQL).
 const lookSQL = "SELECT (" + probe.WALSQL + ")::text, (" + probe.ReceivedSQL + ")::text, " + probe.ReceivingSQL
 
 // look asks the replica h at the other end of conn what it holds, for

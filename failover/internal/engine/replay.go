@@ -53,7 +53,7 @@ func modeOf(ctx context.Context) replayMode {
 // A lookup writes nothing shared: the map is replaced, never modified, so
 // callers on every core read it without a lock. It holds at most
 // classesMax statements of at most classesMaxLen bytes; others are
-// classified on every call, as they all were before.
+// classified on every call.
 type classes struct {
 	known atomic.Pointer[map[string]bool] // statement → replay-safe
 	mu    sync.Mutex                      // serializes the copies made to add a statement; no I/O while held

@@ -84,11 +84,13 @@ func New(cfg Config) *Set {
 }
 
 // Observe hands one observation of host h to host state and acts on
-// what it changed: it logs and records the news, and closes the pooled
-// connections of a host whose server now stands in a role the target
-// does not accept, so that no caller keeps writing to a demoted primary
+// what it changed: it logs and records the news, and resets the calls
+// pool of a host whose server now stands in a role the target does not
+// accept, so that no caller keeps writing to a demoted primary
 // (only on the change, which keeps pool_min_conns from reconnecting to a
-// replica over and over). Every observation of a host goes through here.
+// replica over and over). Every observation of a host goes through here,
+// but the answer to a pinned read's request for a sample of the primary,
+// which the engine hands to hoststate.Owner.AnswerSample.
 func (s *Set) Observe(h *Host, ob hoststate.Observation) hoststate.Result[Host] {
 	ob.Addr = h.Addr
 	res := s.state.Observe(ob)
@@ -105,8 +107,8 @@ func (s *Set) Observe(h *Host, ob hoststate.Observation) hoststate.Result[Host] 
 // a transaction, a dial or a connect that began in h's epoch since (Epoch):
 // host state marks the host, unless it recorded a failure since (the same
 // event, met by another call, is news once), (a write refused
-// by a read-only server makes it a replica for the ranking, and closes
-// its pooled connections), the local-first fallback hears of it (Failed;
+// by a read-only server makes it a replica for the ranking, and resets
+// its calls pool), the local-first fallback hears of it (Failed;
 // not of a refusal as a replica), and the topology source is asked to
 // look again. A wrong role stated by the server when connecting was
 // recorded then, and is not recorded again. A server refusing a new
