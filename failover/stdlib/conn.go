@@ -12,6 +12,7 @@ import (
 	pgxstdlib "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pgfailover/pgfailover/failover"
+	"github.com/pgfailover/pgfailover/failover/internal/hostpool"
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/outcome"
 	"github.com/pgfailover/pgfailover/internal/sqlclass"
@@ -254,11 +255,15 @@ func (c *Conn) meaning(ctx context.Context, query string, at before, err error) 
 // would run the statement again.
 var errLostInFlight = fmt.Errorf("the connection closed with the statement in flight: %w", pgconn.ErrConnClosed)
 
-// addr is the remote address of c's socket (the server's resolved IP and
-// port, or its socket path), for errors (never credentials). It is
-// computed only when an error needs it: formatting it costs allocations
-// that every statement would pay. A closed connection keeps its address.
+// addr names c's host for errors (never credentials): its host:port, as
+// the Pool's errors, logs and metrics name it, or, for a connection the
+// Pool did not open to one of its hosts, the remote address of its
+// socket. It is computed only when an error needs it. A closed
+// connection keeps its address.
 func (c *Conn) addr() string {
+	if h := hostpool.StateOf(c.Conn().PgConn()).Host; h != nil {
+		return h.Addr
+	}
 	if nc := c.Conn().PgConn().Conn(); nc != nil {
 		if a := nc.RemoteAddr(); a != nil {
 			return a.String()
