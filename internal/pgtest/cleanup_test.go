@@ -75,12 +75,16 @@ func TestNothingLeftBehind(t *testing.T) {
 }
 
 // ourLeftovers lists the directories of this process (clusters, the
-// initdb template, short socket directories) and processes working in
-// them. Only meaningful while no other test has a cluster.
+// initdb template, short socket directories, etcd's data) and processes
+// working in them. Only meaningful while no other test has a cluster.
 func ourLeftovers(t *testing.T) (dirs []string, pids []int) {
 	t.Helper()
 	var prefixes []string
-	for _, dir := range []string{os.TempDir(), "/tmp"} {
+	roots := []string{os.TempDir(), "/tmp"}
+	if m := memDir(); m != "" {
+		roots = append(roots, m) // etcd's data
+	}
+	for _, dir := range roots {
 		real, err := filepath.EvalSymlinks(dir)
 		if err != nil {
 			t.Fatal(err)

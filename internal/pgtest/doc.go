@@ -135,8 +135,10 @@
 // with a rewind user of its own; the same pg_hba rules and password).
 // Patroni runs as the postgres user when the test process is root, with
 // its PostgreSQL in a session of its own; etcd runs as the test process's
-// user. The kernel kills Patroni and etcd if the test process dies, and
-// the next process's sweep kills any PostgreSQL they left. Each member
-// writes Patroni's and PostgreSQL's output to patroni.log in its
-// directory.
+// user, with its data on /dev/shm where there is one. Every Patroni start
+// waits until etcd grants a lease promptly: Patroni 3.0.2 exits at start
+// when etcd is slow to grant its own. The kernel kills Patroni and etcd if
+// the test process dies, and the next process's sweep kills any
+// PostgreSQL they left and removes etcd's data. Each member writes
+// Patroni's and PostgreSQL's output to patroni.log in its directory.
 package pgtest

@@ -17,15 +17,48 @@ import (
 )
 
 // etcd is the single-member etcd that a PatroniCluster uses as its DCS. It
-// runs as the test process's own user, on loopback ports, with its data in
-// the cluster directory.
+// runs as the test process's own user, on loopback ports, with its log in
+// the cluster directory and its data in memory where it can (see
+// newMemData).
 type etcd struct {
-	bin        string
-	dir        string // working directory; holds data/ and etcd.log
-	logPath    string
+	bin     string
+	dir     string // working directory; holds etcd.log, and data/ without memData
+	logPath string
+	// memData is a directory on a memory file system holding data/, or "";
+	// stop removes it.
+	memData    string
 	clientPort int
 	peerPort   int
 	proc       *process // set by start, never changed afterwards
+}
+
+// newMemData puts etcd's data on a memory file system (/dev/shm) where there
+// is one, under a name the sweep recognises. On a disk, every write etcd
+// commits waits for an fdatasync of its log, and on a disk shared with
+// other tests' writes that took over a second at times ("slow fdatasync"
+// in etcd's log): longer than Patroni gives etcd while it starts (see
+// waitWritable). Nothing of a test cluster need survive a crash of the
+// machine (PostgreSQL runs with fsync=off too). The cost is memory: etcd
+// preallocates its log in files of 64 MB.
+func (e *etcd) newMemData() error {
+	m := memDir()
+	if m == "" {
+		return nil
+	}
+	d, err := os.MkdirTemp(m, fmt.Sprintf("%s%d-etcd-", dirPrefix, os.Getpid()))
+	if err != nil {
+		return fmt.Errorf("pgtest: etcd: %w", err)
+	}
+	e.memData = d
+	return nil
+}
+
+// dataDir returns etcd's data directory, which etcd creates.
+func (e *etcd) dataDir() string {
+	if e.memData != "" {
+		return filepath.Join(e.memData, "data")
+	}
+	return filepath.Join(e.dir, "data")
 }
 
 // endpoint returns the client address "127.0.0.1:port".
@@ -46,7 +79,7 @@ func (e *etcd) start(ctx context.Context, hc *http.Client, token string) error {
 	peer := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.peerPort))
 	cmd := exec.Command(e.bin,
 		"--name", "etcd0",
-		"--data-dir", filepath.Join(e.dir, "data"),
+		"--data-dir", e.dataDir(),
 		"--listen-client-urls", client,
 		"--advertise-client-urls", client,
 		"--listen-peer-urls", peer,
@@ -125,15 +158,17 @@ func (e *etcd) healthy(ctx context.Context, hc *http.Client) (bool, error) {
 	return resp.StatusCode == http.StatusOK && h.Health == "true", nil
 }
 
-// stop kills etcd and waits until it has exited. It does nothing when etcd
-// never started.
-func (e *etcd) stop() {
-	if e.proc == nil {
-		return
+// stop kills etcd, waits until it has exited and removes memData.
+func (e *etcd) stop() error {
+	if e.proc != nil {
+		_ = syscall.Kill(-e.proc.pid, syscall.SIGKILL)
+		<-e.proc.done
+		waitGroupGone(e.proc.pid, 2*time.Second)
 	}
-	_ = syscall.Kill(-e.proc.pid, syscall.SIGKILL)
-	<-e.proc.done
-	waitGroupGone(e.proc.pid, 2*time.Second)
+	if e.memData == "" {
+		return nil
+	}
+	return os.RemoveAll(e.memData)
 }
 
 // errorf builds an error carrying the tail of etcd's log.
@@ -169,4 +204,62 @@ func fileTail(path string, size int, secret string) string {
 		s = strings.ReplaceAll(s, secret, "********")
 	}
 	return s
+}
+
+// waitWritable waits until etcd grants a lease within bound, and returns an
+// error carrying etcd's log when ctx ends first or etcd exits.
+//
+// A lease is the first thing a starting Patroni asks of etcd, and the one
+// thing it does not wait for: Patroni 3.0.2 waits as long as it takes when
+// etcd cannot be reached, but when etcd is slow to grant its lease (each
+// request may take retry_timeout/3 with one etcd member, 1 s by default),
+// EtcdConnectionFailed ("No more machines in the cluster") escapes from
+// create_lease and Patroni exits with status 1 before its REST API
+// listens. So a Patroni may start only while etcd commits writes promptly.
+// The probe's lease, granted for etcd's shortest TTL and given no key,
+// expires by itself.
+func (e *etcd) waitWritable(ctx context.Context, hc *http.Client, bound time.Duration) error {
+	var last error
+	for {
+		if e.proc.exited() {
+			return e.errorf("etcd exited (%v)", e.proc.cmd.ProcessState)
+		}
+		err := e.grantLease(ctx, hc, bound)
+		if err == nil {
+			return nil
+		}
+		last = err
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
+			return e.errorf("waiting for etcd to grant a lease within %v, as a starting Patroni needs: %w (last: %v)",
+				bound, err, last)
+		}
+	}
+}
+
+// grantLease asks etcd for a lease and fails unless it is granted within
+// timeout.
+func (e *etcd) grantLease(ctx context.Context, hc *http.Client, timeout time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+e.endpoint()+"/v3/lease/grant",
+		strings.NewReader(`{"TTL":1}`))
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return err
+	}
+	var r struct {
+		ID string `json:"ID"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil || resp.StatusCode != http.StatusOK || r.ID == "" {
+		return fmt.Errorf("POST /v3/lease/grant: %d %q", resp.StatusCode, body)
+	}
+	return nil
 }

@@ -255,6 +255,9 @@ func (pc *PatroniCluster) setup(ctx context.Context, etcdBin string) error {
 		clientPort: cport,
 		peerPort:   pport,
 	}
+	if err := pc.etcd.newMemData(); err != nil {
+		return err
+	}
 	secrets := map[string]string{}
 	for _, k := range []string{"replication", "rewind"} {
 		s, err := randomSecret()
@@ -277,7 +280,7 @@ func (pc *PatroniCluster) setup(ctx context.Context, etcdBin string) error {
 		return err
 	}
 	for _, m := range pc.members {
-		if err := m.startPatroni(); err != nil {
+		if err := m.startPatroni(ctx); err != nil {
 			return err
 		}
 	}
@@ -345,10 +348,12 @@ func (pc *PatroniCluster) Close() error {
 			}()
 		}
 		wg.Wait()
-		if pc.etcd != nil {
-			pc.etcd.stop()
-		}
 		var errs []error
+		if pc.etcd != nil {
+			if err := pc.etcd.stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if left := killUnder(pc.base); len(left) > 0 {
 			errs = append(errs, fmt.Errorf("processes %v would not die", left))
 		}

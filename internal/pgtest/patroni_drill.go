@@ -114,8 +114,10 @@ func (pc *PatroniCluster) KillMember(ctx context.Context, m *PatroniMember) erro
 // KillMember killed, and returns once its REST API answers. It first waits
 // until the old postmaster is gone for good (an unreaped postmaster keeps
 // the pid in postmaster.pid alive, and Patroni would refuse to start the
-// server). Patroni then runs crash recovery and, where the member holds WAL
-// the new leader never had, pg_rewind; WaitHealthy waits until it streams.
+// server), then until etcd grants a lease promptly (Patroni exits at start
+// when etcd is slow to grant its own; at most 30 s). Patroni then runs
+// crash recovery and, where the member holds WAL the new leader never had,
+// pg_rewind; WaitHealthy waits until it streams.
 func (pc *PatroniCluster) RestartMember(ctx context.Context, m *PatroniMember) error {
 	if m == nil || m.pc != pc {
 		return fmt.Errorf("pgtest: RestartMember: not a member of this cluster")
@@ -129,7 +131,7 @@ func (pc *PatroniCluster) RestartMember(ctx context.Context, m *PatroniMember) e
 			return m.errorf("waiting for the old postmaster %d to be gone: %w", old, err)
 		}
 	}
-	if err := m.startPatroni(); err != nil {
+	if err := m.startPatroni(ctx); err != nil {
 		return err
 	}
 	m.mu.Lock()

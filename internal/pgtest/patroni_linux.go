@@ -38,3 +38,12 @@ func pidsUnder(dir string) []int {
 	}
 	return pids
 }
+
+// memDir returns /dev/shm, where Linux mounts a memory file system (tmpfs),
+// or "" when it is not a directory.
+func memDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
+}

@@ -128,14 +128,25 @@ func (m *PatroniMember) Running() bool {
 	return m.proc != nil && !m.proc.exited()
 }
 
-// startPatroni starts the member's Patroni process; it does not wait for
-// anything.
-func (m *PatroniMember) startPatroni() error {
+// dcsWait bounds how long startPatroni waits for etcd to take writes
+// promptly before it gives up.
+const dcsWait = 30 * time.Second
+
+// startPatroni starts the member's Patroni process once etcd grants a
+// lease within half the time Patroni gives a request (retry_timeout/3 with
+// one etcd member): see etcd.waitWritable for why Patroni exits at start
+// otherwise. It does not wait for Patroni itself.
+func (m *PatroniMember) startPatroni(ctx context.Context) error {
 	m.mu.Lock()
 	running := m.proc != nil && !m.proc.exited()
 	m.mu.Unlock()
 	if running {
 		return fmt.Errorf("%w: Patroni of %s", ErrRunning, m.name)
+	}
+	wctx, cancel := context.WithTimeout(ctx, dcsWait)
+	defer cancel()
+	if err := m.pc.etcd.waitWritable(wctx, m.pc.hc, m.pc.opts.RetryTimeout/6); err != nil {
+		return fmt.Errorf("pgtest: %s: Patroni not started: %w", m.name, err)
 	}
 	logf, err := os.OpenFile(m.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {

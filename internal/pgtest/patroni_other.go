@@ -10,3 +10,6 @@ func dieWithParent(*syscall.SysProcAttr) {}
 
 // pidsUnder cannot find processes by working directory without /proc.
 func pidsUnder(string) []int { return nil }
+
+// memDir returns "": etcd keeps its data in the cluster directory.
+func memDir() string { return "" }

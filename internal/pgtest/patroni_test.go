@@ -242,6 +242,11 @@ func TestPatroni(t *testing.T) {
 		if _, err := os.Stat(pc.base); !os.IsNotExist(err) {
 			t.Errorf("cluster directory left: %v", err)
 		}
+		if d := pc.etcd.memData; d != "" {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("etcd's data left in %s: %v", d, err)
+			}
+		}
 		for _, m := range pc.Members() {
 			if m.Running() {
 				t.Errorf("%s: Patroni still running", m.Name())

@@ -160,11 +160,17 @@ func portFree(p int) bool {
 	return true
 }
 
-// sweepStale removes directories left under os.TempDir() by processes that
-// died without Close (a test binary killed by -timeout, say), after killing
-// any server still running from them.
+// sweepStale removes directories left under os.TempDir() (and etcd's data
+// under memDir) by processes that died without Close (a test binary killed
+// by -timeout, say), after killing any server still running from them.
 func sweepStale() {
-	tmp := os.TempDir()
+	sweepStaleIn(os.TempDir())
+	if m := memDir(); m != "" {
+		sweepStaleIn(m)
+	}
+}
+
+func sweepStaleIn(tmp string) {
 	if real, err := filepath.EvalSymlinks(tmp); err == nil {
 		tmp = real // serverPIDs compares resolved paths
 	}
