@@ -99,14 +99,17 @@ func TestIdlePoolFootprint(t *testing.T) {
 	}
 	// A Pool whose Reader read on the primary (its replicas not known
 	// fresh enough yet) holds one connection of each pool there.
-	readOnPrimary := 0
-	for _, p := range ps {
-		readOnPrimary += int(hostStat(t, p, c.Primary().Addr()).Reads.TotalConns())
+	readOnPrimary := func() int {
+		n := 0
+		for _, p := range ps {
+			n += int(hostStat(t, p, c.Primary().Addr()).Reads.TotalConns())
+		}
+		return n
 	}
 	settle("after a read each", func(p int, rs []int) bool {
-		return atMost(pools)(p-readOnPrimary, rs)
+		return atMost(pools)(p-readOnPrimary(), rs)
 	})
-	t.Logf("%d of the Pools read on the primary", readOnPrimary)
+	t.Logf("%d of the Pools read on the primary", readOnPrimary())
 }
 
 // TestProbeOnAPoolConnSkipsPrepareConn: the probe asks on the calls'
