@@ -98,18 +98,32 @@ func TestIdlePoolFootprint(t *testing.T) {
 		}
 	}
 	// A Pool whose Reader read on the primary (its replicas not known
-	// fresh enough yet) holds one connection of each pool there.
-	readOnPrimary := func() int {
-		n := 0
+	// fresh enough yet) holds a connection of each of its pools there,
+	// and so does one whose calls pool opened a second connection while
+	// the probe was asking on the first. Every connection on the primary
+	// is one the Pools account for, and none holds more than one of each
+	// pool, nor a connection of the probe's own.
+	own := func() (held, extra int) {
 		for _, p := range ps {
-			n += int(hostStat(t, p, c.Primary().Addr()).Reads.TotalConns())
+			h := hostStat(t, p, c.Primary().Addr())
+			n := int(h.Pool.TotalConns() + h.Reads.TotalConns())
+			if h.ProbeConn {
+				n++
+			}
+			held += n
+			extra += n - 1
+			if n > 2 || h.ProbeConn {
+				return held, -1
+			}
 		}
-		return n
+		return held, extra
 	}
 	settle("after a read each", func(p int, rs []int) bool {
-		return atMost(pools)(p-readOnPrimary(), rs)
+		held, extra := own()
+		return extra >= 0 && p == held && atMost(pools)(p-extra, rs)
 	})
-	t.Logf("%d of the Pools read on the primary", readOnPrimary())
+	_, extra := own()
+	t.Logf("%d of the Pools hold a second connection on the primary", extra)
 }
 
 // TestProbeOnAPoolConnSkipsPrepareConn: the probe asks on the calls'
