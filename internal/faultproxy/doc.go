@@ -1,7 +1,8 @@
 // Package faultproxy is a TCP proxy for tests that puts network faults
 // between a client and an upstream server: added latency, a blackhole, a
-// reset of every connection, and a cut of every connection. It can also
-// move new connections to another upstream, or spread them over several.
+// reset of every connection, a cut of every connection, and answers held
+// back. It can also move new connections to another upstream, or spread
+// them over several.
 //
 // A [Proxy] listens on a local port and, for each connection it accepts,
 // dials the upstream and copies bytes both ways. Its faults apply to the
@@ -22,6 +23,9 @@
 //     kernel does.
 //   - [Proxy.Cut] closes every connection as an orderly close would, each
 //     way; new connections are accepted as before.
+//   - [Proxy.Hold] keeps back what the upstream sends on the connections
+//     open now, their end included, until it is released: an answer, or
+//     the news of a failure, that arrives late.
 //
 // [Proxy.SetUpstream] changes where new connections go, as a load
 // balancer or a DNS name moved to another server does: those accepted

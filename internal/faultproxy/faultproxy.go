@@ -56,6 +56,9 @@ type link struct {
 	// held is set when the upstream ended during a blackhole and the
 	// client's side is kept open until it ends.
 	held atomic.Bool
+	// hold, when set, is a channel closed when Hold's release is called:
+	// until then what the upstream sends, its end included, waits.
+	hold atomic.Pointer[chan struct{}]
 }
 
 // close closes both sides of the link, with a TCP RST each way when rst
@@ -156,6 +159,36 @@ func (p *Proxy) SetBlackhole(on bool) {
 	case !on && p.blackhole:
 		p.blackhole = false
 		close(p.lifted)
+	}
+}
+
+// Hold keeps back what the upstream sends on every connection open now,
+// its end or reset included, until release is called: the client hears
+// nothing more from those connections, while what it sends still reaches
+// the upstream. Connections accepted later are not held. release may be
+// called more than once; Close ends a held connection without it.
+func (p *Proxy) Hold() (release func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	for l := range p.links {
+		l.hold.Store(&ch)
+	}
+	p.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+// waitHold returns once l is not held, false when l closed first.
+func (l *link) waitHold() bool {
+	h := l.hold.Load()
+	if h == nil {
+		return true
+	}
+	select {
+	case <-*h:
+		return true
+	case <-l.done:
+		return false
 	}
 }
 
@@ -301,6 +334,9 @@ func (p *Proxy) deliver(l *link, dst *net.TCPConn, queue <-chan chunk, down bool
 			rst = true
 			continue
 		}
+		if down && !l.waitHold() {
+			return
+		}
 		if wait := time.Until(c.due); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -320,6 +356,9 @@ func (p *Proxy) deliver(l *link, dst *net.TCPConn, queue <-chan chunk, down bool
 		}
 	}
 	if down {
+		if !l.waitHold() {
+			return
+		}
 		p.holdWhileBlackholed(l)
 	}
 	p.closeLink(l, rst)

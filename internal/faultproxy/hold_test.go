@@ -1,0 +1,63 @@
+package faultproxy
+
+import (
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+)
+
+// Hold keeps back what the upstream sends on the connections open then,
+// their end included, until it is released; the client's bytes still go
+// up, and a connection accepted after it is not held.
+func TestHold(t *testing.T) {
+	u := startUpstream(t, false)
+	p := startProxy(t, u)
+	c := dial(t, p)
+	s := u.next(t)
+	send(t, s, "ready")
+	expect(t, c, "ready")
+
+	release := p.Hold()
+	send(t, c, "query")
+	expect(t, s, "query")
+	send(t, s, "late answer")
+	s.Close()
+
+	later := dial(t, p)
+	ls := u.next(t)
+	send(t, ls, "fresh")
+	expect(t, later, "fresh")
+
+	// The held connection hears nothing: neither the answer nor the end.
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on a held connection: %d bytes, %v; want the read deadline", n, err)
+	}
+
+	release()
+	release() // a second call does nothing
+	expect(t, c, "late answer")
+	if err := readErr(t, c); err != io.EOF {
+		t.Fatalf("after the release: %v; want the end of stream", err)
+	}
+}
+
+// Close ends a held connection without its release.
+func TestCloseEndsAHold(t *testing.T) {
+	u := startUpstream(t, false)
+	p := startProxy(t, u)
+	c := dial(t, p)
+	s := u.next(t)
+	send(t, s, "ready")
+	expect(t, c, "ready")
+	p.Hold()
+	send(t, s, "never")
+	p.Close()
+	c.SetReadDeadline(time.Now().Add(deadline))
+	got, err := io.ReadAll(c)
+	if len(got) != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a held connection after Close: read %q, %v; want its end and nothing held", got, err)
+	}
+}
