@@ -24,8 +24,9 @@
 //   - [Proxy.Cut] closes every connection as an orderly close would, each
 //     way; new connections are accepted as before.
 //   - [Proxy.Hold] keeps back what the upstream sends on the connections
-//     open now, their end included, until it is released: an answer, or
-//     the news of a failure, that arrives late.
+//     open now, or on those the upstream knows by the given client ports,
+//     their end included, until it is released: an answer, or the news of
+//     a failure, that arrives late.
 //
 // [Proxy.SetUpstream] changes where new connections go, as a load
 // balancer or a DNS name moved to another server does: those accepted

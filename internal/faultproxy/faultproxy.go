@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -162,16 +163,22 @@ func (p *Proxy) SetBlackhole(on bool) {
 	}
 }
 
-// Hold keeps back what the upstream sends on every connection open now,
-// its end or reset included, until release is called: the client hears
-// nothing more from those connections, while what it sends still reaches
-// the upstream. Connections accepted later are not held. release may be
-// called more than once; Close ends a held connection without it.
-func (p *Proxy) Hold() (release func()) {
+// Hold keeps back what the upstream sends on connections open now, their
+// end or reset included, until release is called: the client hears
+// nothing more from them, while what it sends still reaches the upstream.
+// With no ports, every open connection is held; with ports, those whose
+// connection to the upstream leaves from one of these local ports, the
+// client port the upstream sees (PostgreSQL's
+// pg_stat_activity.client_port). Connections accepted later are not held.
+// release may be called more than once; Close ends a held connection
+// without it.
+func (p *Proxy) Hold(ports ...int) (release func()) {
 	ch := make(chan struct{})
 	p.mu.Lock()
 	for l := range p.links {
-		l.hold.Store(&ch)
+		if len(ports) == 0 || slices.Contains(ports, l.server.LocalAddr().(*net.TCPAddr).Port) {
+			l.hold.Store(&ch)
+		}
 	}
 	p.mu.Unlock()
 	var once sync.Once

@@ -3,6 +3,7 @@ package faultproxy
 import (
 	"errors"
 	"io"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -60,4 +61,25 @@ func TestCloseEndsAHold(t *testing.T) {
 	if len(got) != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("a held connection after Close: read %q, %v; want its end and nothing held", got, err)
 	}
+}
+
+// Hold with a port holds only the connection whose link to the upstream
+// leaves from it.
+func TestHoldOnePort(t *testing.T) {
+	u := startUpstream(t, false)
+	p := startProxy(t, u)
+	c1 := dial(t, p)
+	s1 := u.next(t)
+	c2 := dial(t, p)
+	s2 := u.next(t)
+	release := p.Hold(s2.RemoteAddr().(*net.TCPAddr).Port)
+	send(t, s2, "two")
+	send(t, s1, "one")
+	expect(t, c1, "one")
+	c2.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c2.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on the held connection: %d bytes, %v; want the read deadline", n, err)
+	}
+	release()
+	expect(t, c2, "two")
 }
