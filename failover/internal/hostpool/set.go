@@ -217,13 +217,22 @@ func (s *Set) ClosePools(hosts []*Host, following ...*pgxpool.Pool) {
 	}
 	closed := make(chan struct{})
 	go func() { pools.Wait(); close(closed) }()
-	t := s.cfg.Clock.NewTimer(closeGrace)
-	select {
-	case <-closed:
-	case <-t.C():
+	awaitClosed(s.cfg.Clock, closed, func() {
 		for _, h := range hosts {
 			h.Socks.Abandon()
 		}
+	})
+}
+
+// awaitClosed waits until closed is closed. If closeGrace passes on clk
+// first, it calls cut, which makes what closed waits for finish, and
+// waits on.
+func awaitClosed(clk clock.Clock, closed <-chan struct{}, cut func()) {
+	t := clk.NewTimer(closeGrace)
+	select {
+	case <-closed:
+	case <-t.C():
+		cut()
 	}
 	t.Stop()
 	<-closed
