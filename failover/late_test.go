@@ -1,6 +1,7 @@
 package failover_test
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -111,4 +112,80 @@ func failuresLogged(logs *recordingHandler, t time.Time, addr string) int {
 		}
 	}
 	return n
+}
+
+// TestLateProbeAnswerIsOlderNews: a probe's answer that reaches the Pool
+// after a failure of the host recorded since the probe asked says nothing
+// of the host now, and does not mark it healthy. The probe's answer is
+// held back on the wire while the server stops and a call finds it gone.
+func TestLateProbeAnswerIsOlderNews(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := failovertest.Start(t, failovertest.Replicas(0))
+	proxy := startProxy(t, c.Primary())
+	addr := proxy.Addr()
+	// Probes every 100ms, and a held one is not given up before the test
+	// releases it.
+	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=100ms&health_probe_timeout=1m"),
+		c.Primary().Addr(), addr, 1)
+	cfg, err := failover.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &recordingHandler{}
+	cfg.Logger = slog.New(logs)
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	// Hold the connection the probe asks on, and wait until it has asked
+	// there since: its answer is on the way, held.
+	admin, err := c.Primary().Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid, port int
+	waitUntil(t, 30*time.Second, "a probe's session", func() bool {
+		return admin.QueryRow(ctx, `SELECT pid, client_port FROM pg_stat_activity
+			WHERE strpos(query, 'pgfailover.zone') > 0 AND pid <> pg_backend_pid() LIMIT 1`).Scan(&pid, &port) == nil
+	})
+	release := proxy.Hold(port)
+	defer release()
+	var heldAt time.Time
+	if err := admin.QueryRow(ctx, "SELECT now()").Scan(&heldAt); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "a probe asked on the held session", func() bool {
+		var asked bool
+		return admin.QueryRow(ctx, "SELECT query_start > $2 FROM pg_stat_activity WHERE pid = $1", pid, heldAt).Scan(&asked) == nil && asked
+	})
+	admin.Close(ctx)
+
+	// The server stops; a call finds it gone, and the host is marked.
+	stoppedAt := time.Now()
+	if err := c.Primary().Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = pool.Exec(callCtx, "SELECT 1")
+	cancel()
+	if err == nil {
+		t.Fatal("a call succeeded on a stopped server")
+	}
+	waitUntil(t, 30*time.Second, "the host marked failed", func() bool { return failuresLogged(logs, stoppedAt, addr) >= 1 })
+
+	// The probe's answer arrives; the probe after it shows it was taken.
+	probes := pool.Stat().Hosts()[0].Probes
+	release()
+	waitUntil(t, 30*time.Second, "the next probe", func() bool { return pool.Stat().Hosts()[0].Probes > probes })
+	for _, r := range logs.since(stoppedAt) {
+		if strings.Contains(r.text, " host="+addr+" ") && strings.Contains(r.text, " state=healthy ") {
+			t.Fatalf("the probe's late answer made the stopped host healthy: %s", r.text)
+		}
+	}
+	if st := pool.Stat().Hosts()[0]; st.State == hosthealth.Healthy {
+		t.Fatal("the stopped host is healthy after the probe's late answer")
+	}
 }
