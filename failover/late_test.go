@@ -189,3 +189,115 @@ func TestLateProbeAnswerIsOlderNews(t *testing.T) {
 		t.Fatal("the stopped host is healthy after the probe's late answer")
 	}
 }
+
+// TestLateRefusalIsOlderNews: a write refused by a read-only server,
+// whose refusal reaches the Pool only after the host failed and was seen
+// again as a primary, does not make the host a replica. The server is a
+// primary fenced read-only by its configuration, as an operator fences
+// one, and unfenced while the refusal is held back on the wire.
+func TestLateRefusalIsOlderNews(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c := failovertest.Start(t, failovertest.Replicas(0))
+	proxy := startProxy(t, c.Primary())
+	addr := proxy.Addr()
+	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), addr, 1)
+	cfg, err := failover.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &recordingHandler{}
+	cfg.Logger = slog.New(logs)
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE TABLE fenced (n int) /* late-refusal-3f0b */"); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := c.Primary().Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	fence := func(on bool) {
+		t.Helper()
+		set := "ALTER SYSTEM RESET default_transaction_read_only"
+		if on {
+			set = "ALTER SYSTEM SET default_transaction_read_only = on"
+		}
+		for _, sql := range []string{set, "SELECT pg_reload_conf()"} {
+			if _, err := admin.Exec(ctx, sql); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The server signals its sessions once it has read the file
+		// again: this one sees the setting once every one has been told.
+		want := map[bool]string{true: "on", false: "off"}[on]
+		waitUntil(t, 30*time.Second, "the configuration read again", func() bool {
+			var got string
+			return admin.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&got) == nil && got == want
+		})
+	}
+
+	// Hold the session of the Pool's one connection, fence the server and
+	// write on it: the server refuses, and the refusal waits on the wire.
+	var pid, port int
+	if err := admin.QueryRow(ctx, `SELECT pid, client_port FROM pg_stat_activity
+		WHERE strpos(query, 'late-refusal-3f0b') > 0 AND pid <> pg_backend_pid()`).Scan(&pid, &port); err != nil {
+		t.Fatal(err)
+	}
+	fence(true)
+	release := proxy.Hold(port)
+	defer release()
+	heldAt := time.Now()
+	write := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, "INSERT INTO fenced VALUES (1) /* late-refusal-write */")
+		write <- err
+	}()
+	waitUntil(t, 30*time.Second, "the server's refusal", func() bool {
+		var refused bool
+		return admin.QueryRow(ctx, `SELECT state = 'idle' AND strpos(query, 'late-refusal-write') > 0
+			FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&refused) == nil && refused
+	})
+	var rows int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM fenced").Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("the fenced server took the write: %d rows, %v", rows, err)
+	}
+	// The session ends behind its refusal, so that the Pool cannot ask it
+	// why it refused (the fence is gone by then): the refusal is all
+	// that reaches it.
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1, 10000)", pid); err != nil {
+		t.Fatal(err)
+	}
+	fence(false)
+
+	// A read meets a failure of the host, which the probe then finds a
+	// primary again; the read is replayed there.
+	var wg sync.WaitGroup
+	wg.Go(func() { terminateWhenRunning(t, ctx, c.Primary(), "late-refusal-read") })
+	var v int
+	err = pool.QueryRow(ctx, "SELECT 7 FROM pg_sleep(0.2) /* late-refusal-read */").Scan(&v)
+	wg.Wait()
+	if err != nil || v != 7 {
+		t.Fatalf("the read = %d, %v; want 7, replayed", v, err)
+	}
+	if failures := failuresLogged(logs, heldAt, addr); failures != 1 {
+		t.Fatalf("host marked failed %d times by the read; want once", failures)
+	}
+
+	// The refusal arrives. The write did not run, and may run again on
+	// the primary; what matters is the host's role.
+	release()
+	t.Logf("the write: %v", <-write)
+	for _, r := range logs.since(heldAt) {
+		if strings.Contains(r.text, " host="+addr+" ") && strings.Contains(r.text, " role=replica ") {
+			t.Fatalf("the late refusal made the primary a replica: %s", r.text)
+		}
+	}
+	if st := pool.Stat().Hosts()[0]; st.Role != hosthealth.RolePrimary || st.State != hosthealth.Healthy {
+		t.Fatalf("after the late refusal the host is %v, %v; want a healthy primary", st.State, st.Role)
+	}
+}
