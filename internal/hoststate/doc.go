@@ -35,6 +35,11 @@
 // that connection reached another server than the host's probe
 // (Observation.Server).
 //
+// A local-first fallback host's win is no observation: the login of its
+// connect is one, ordered as above, so a connect that began before the
+// host failed does not win; and a win cannot undo a later failure, since
+// the picker follows the steerer only to a host the Routes count usable.
+//
 // # What is not host state
 //
 // A pick and the checks at acquire read three more things, each kept
@@ -42,7 +47,7 @@
 //   - the local-first steerer's choice (package patroni's Fallback): a
 //     decision of the Pool's, taken from its own discovery rounds, which
 //     the picker takes only while host state counts the host usable;
-//   - when the Pool's last write completed (failover's Pool.lastWrite):
+//   - when the Pool's last write completed (the call engine's lastWrite):
 //     a fact of the Pool's own calls, which pins its Reader's reads;
 //   - each host's pools' bookkeeping (package hostpool): connections
 //     being opened or readied on a standby, the probe's statements a
