@@ -51,7 +51,7 @@ func (p *Pool) probeAll(ctx context.Context) error {
 		switch {
 		case r.Err != nil:
 			fe.Hosts = append(fe.Hosts, HostError{Addr: h.Addr, Err: r.Err})
-			if terminal == nil && endsConnect(r.Err, p.cfg.Target) {
+			if terminal == nil && outcome.EndsConnect(r.Err, p.cfg.Target) {
 				terminal = &HostError{Addr: h.Addr, Err: r.Err}
 			}
 		case !p.cfg.Target.Accepts(r.Role):
@@ -71,13 +71,4 @@ func (p *Pool) probeAll(ctx context.Context) error {
 		fe.Cause = err
 	}
 	return fe
-}
-
-// endsConnect reports whether outcome.Decide ends a connect that failed
-// with err on its host, with time and attempts left: no other host would
-// do better (a refused password, an unknown database).
-func endsConnect(err error, target hosthealth.Target) bool {
-	f, _ := outcome.Describe(err, outcome.Connect, outcome.Idempotent, target)
-	f.MaxAttempts, f.TimeLeft = 2, true
-	return outcome.Decide(f).Verdict == outcome.FailHost
 }

@@ -197,6 +197,16 @@ func Decide(f Failure) Decision {
 	return d
 }
 
+// EndsConnect reports whether Decide ends a connect that failed with err
+// on its host for target, with time and attempts left: no other host,
+// and no later try, would do better (a refused password, an unknown
+// database). A Pool's first connects and its probes' schedule read it.
+func EndsConnect(err error, target hosthealth.Target) bool {
+	f, _ := Describe(err, Connect, Idempotent, target)
+	f.MaxAttempts, f.TimeLeft = 2, true
+	return Decide(f).Verdict == FailHost
+}
+
 // marks reports, for a Call, whether the host is marked failed and whether
 // the failure is an event of the call's failover episode. A caller that
 // gave up says nothing about the host.

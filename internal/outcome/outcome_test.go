@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -208,6 +209,28 @@ func TestDecideConnect(t *testing.T) {
 				t.Errorf("Decide = %+v, want verdict %v, mark %v, record %v, note %v, counts %v", d, r.verdict, r.mark, r.record, r.note, r.cnts)
 			}
 		})
+	}
+}
+
+// TestEndsConnect: only what no other host or later try would mend ends
+// a connect: a refused password, an unknown database.
+func TestEndsConnect(t *testing.T) {
+	rows := []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Severity: "FATAL", Code: "28P01"}, true},
+		{&pgconn.PgError{Severity: "FATAL", Code: "3D000"}, true},
+		{&pgconn.PgError{Severity: "FATAL", Code: "57P03"}, false},
+		{&pgconn.PgError{Severity: "FATAL", Code: "53300"}, false},
+		{&pgconn.PgError{Severity: "FATAL", Code: "57P01"}, false},
+		{syscall.ECONNREFUSED, false},
+		{&hosthealth.RoleError{Addr: "db1:5432", Role: hosthealth.RoleReplica, Target: hosthealth.TargetPrimary}, false},
+	}
+	for _, r := range rows {
+		if got := EndsConnect(r.err, hosthealth.TargetPrimary); got != r.want {
+			t.Errorf("EndsConnect(%v) = %v, want %v", r.err, got, r.want)
+		}
 	}
 }
 

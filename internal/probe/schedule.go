@@ -5,6 +5,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/hosthealth"
 	"github.com/pgfailover/pgfailover/internal/backoff"
+	"github.com/pgfailover/pgfailover/internal/outcome"
 )
 
 // Schedule says when a host's probe loop probes next. It only
@@ -146,16 +147,19 @@ func (o Finding) String() string {
 	return "Finding(?)"
 }
 
-// FindingOf sorts a probe's error into a Finding: Answered, Refused,
-// Busy or Failed. Whether an answer is Lagging is the caller's to say.
+// FindingOf sorts a probe's error into a Finding: Answered, Refused
+// when outcome.Decide would end a connect on it (outcome.EndsConnect),
+// Busy when it means a server that asks to be tried later, else Failed.
+// Whether an answer is Lagging is the caller's to say.
 func FindingOf(err error) Finding {
-	if err == nil {
+	switch {
+	case err == nil:
 		return Answered
-	}
-	switch hosthealth.Classify(err) {
-	case hosthealth.Terminal:
+	case outcome.EndsConnect(err, hosthealth.TargetAny):
 		return Refused
-	case hosthealth.Transient:
+	}
+	f, _ := outcome.Describe(err, outcome.Connect, outcome.Idempotent, hosthealth.TargetAny)
+	if f.Meaning() == hosthealth.Transient {
 		return Busy
 	}
 	return Failed

@@ -171,7 +171,7 @@ func TestProbeScheduleWoken(t *testing.T) {
 	}
 }
 
-func TestProbeOutcomeOf(t *testing.T) {
+func TestFindingOf(t *testing.T) {
 	tests := []struct {
 		err  error
 		want Finding
