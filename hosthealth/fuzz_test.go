@@ -254,7 +254,7 @@ func fuzzTracker(t *testing.T, data []byte) {
 
 	clk := newFakeClock()
 	t0 := clk.Now()
-	tr := newTracker(hosts, Options{Zone: clientZone, Now: clk.Now})
+	tr := newTracker(hosts, Options{Zone: clientZone, Clock: clk})
 	m := &model{zone: clientZone}
 	m.setHosts(hosts)
 	check(t, "start", tr, m, t0)

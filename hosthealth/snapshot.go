@@ -69,9 +69,13 @@ func (h HostStatus) StateFor(t Target) State {
 
 // Options configure the state New returns, and every state folded from it.
 type Options struct {
-	Zone string           // the client's zone; "" means unset
-	Now  func() time.Time // clock for HostStatus.Since; nil means time.Now
+	Zone  string // the client's zone; "" means unset
+	Clock Clock  // reads the time for HostStatus.Since; nil means the system clock
 }
+
+// Clock tells the time. A Pool passes the clock it runs on; tests pass a
+// fake one.
+type Clock interface{ Now() time.Time }
 
 // New returns the state of hosts, every one Unknown, ranked for every
 // target. The slice is copied.
@@ -83,9 +87,9 @@ type Options struct {
 // keeps the current one and serializes its folds; the Snapshot has no lock
 // of its own.
 func New(hosts []HostSpec, opts Options) *Snapshot {
-	s := &Snapshot{zone: opts.Zone, now: opts.Now}
-	if s.now == nil {
-		s.now = time.Now
+	s := &Snapshot{zone: opts.Zone, now: time.Now}
+	if opts.Clock != nil {
+		s.now = opts.Clock.Now
 	}
 	return s.next(s.statuses(hosts), false)
 }
@@ -319,7 +323,7 @@ const numTargets = int(TargetPreferReplica) + 1
 // snapshots.
 type Snapshot struct {
 	zone   string           // the client's zone (Options.Zone)
-	now    func() time.Time // the clock (Options.Now)
+	now    func() time.Time // the clock (Options.Clock)
 	hosts  []HostStatus     // in the order given to SetHosts
 	index  map[string]int
 	order  [numTargets][]int

@@ -339,7 +339,7 @@ func TestRoleTracking(t *testing.T) {
 func TestSince(t *testing.T) {
 	clk := newFakeClock()
 	t0 := clk.Now()
-	tr := newTracker(hostsOf("a", "b"), Options{Now: clk.Now})
+	tr := newTracker(hostsOf("a", "b"), Options{Clock: clk})
 	for i := range 2 {
 		if got := tr.Snapshot().Host(i).Since; !got.Equal(t0) {
 			t.Fatalf("host %d: initial Since %v, want %v", i, got, t0)
@@ -380,7 +380,7 @@ func TestSince(t *testing.T) {
 	// A new host is stamped when it is added; an outage reset stamps the
 	// host it resets.
 	t1 := clk.Advance(time.Second)
-	tr = newTracker(hostsOf("a=eu-1a", "b=eu-1b"), Options{Zone: "eu-1a", Now: clk.Now})
+	tr = newTracker(hostsOf("a=eu-1a", "b=eu-1b"), Options{Zone: "eu-1a", Clock: clk})
 	t2 := clk.Advance(time.Second)
 	tr.ObserveConnect("b", RoleReplica)
 	t3 := clk.Advance(time.Second)

@@ -58,7 +58,7 @@ func New[T any](opts Options) *Owner[T] {
 		opts.Clock = clock.Real()
 	}
 	o := &Owner[T]{target: opts.Target, zone: opts.Zone, clock: opts.Clock, lag: replica.NewBook(historySize, sampleSpacing)}
-	health := hosthealth.New(nil, hosthealth.Options{Zone: opts.Zone, Now: opts.Clock.Now})
+	health := hosthealth.New(nil, hosthealth.Options{Zone: opts.Zone, Clock: opts.Clock})
 	rs := build(health, &Table[T]{}, nil, opts.Target, opts.Zone)
 	rs.Moved, rs.Changed = make(chan struct{}), make(chan struct{})
 	o.cur.Store(rs)
