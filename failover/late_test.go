@@ -30,17 +30,7 @@ func TestLateFailureIsOlderNews(t *testing.T) {
 	proxy := startProxy(t, c.Primary())
 	addr := proxy.Addr()
 	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), addr, 1)
-	cfg, err := failover.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &recordingHandler{}
-	cfg.Logger = slog.New(logs)
-	pool, err := failover.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, logs := newLoggedPool(t, ctx, dsn)
 	if _, err := pool.Exec(ctx, "CREATE TABLE late (n int)"); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +65,7 @@ func TestLateFailureIsOlderNews(t *testing.T) {
 	// opened after the hold, and is replayed once the host is back.
 	wg.Go(func() { terminateWhenRunning(t, ctx, c.Primary(), "late-second-8a2c") })
 	var v int
-	err = pool.QueryRow(ctx, "SELECT 7 FROM pg_sleep(0.2) /* late-second-8a2c */").Scan(&v)
+	err := pool.QueryRow(ctx, "SELECT 7 FROM pg_sleep(0.2) /* late-second-8a2c */").Scan(&v)
 	wg.Wait()
 	if err != nil || v != 7 {
 		t.Fatalf("the second call = %d, %v; want 7, replayed", v, err)
@@ -99,6 +89,23 @@ func TestLateFailureIsOlderNews(t *testing.T) {
 	if st := pool.Stat().Hosts()[0]; st.State != hosthealth.Healthy {
 		t.Fatalf("after the first call's late news the host is %v; want it still healthy", st.State)
 	}
+}
+
+// newLoggedPool is newPool with a logger that records what the Pool logs.
+func newLoggedPool(t *testing.T, ctx context.Context, dsn string) (*failover.Pool, *recordingHandler) {
+	t.Helper()
+	cfg, err := failover.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &recordingHandler{}
+	cfg.Logger = slog.New(logs)
+	pool, err := failover.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, logs
 }
 
 // failuresLogged counts the changes of the host at addr to a failed
@@ -128,17 +135,7 @@ func TestLateProbeAnswerIsOlderNews(t *testing.T) {
 	// releases it.
 	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=100ms&health_probe_timeout=1m"),
 		c.Primary().Addr(), addr, 1)
-	cfg, err := failover.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &recordingHandler{}
-	cfg.Logger = slog.New(logs)
-	pool, err := failover.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, logs := newLoggedPool(t, ctx, dsn)
 
 	// Hold the connection the probe asks on, and wait until it has asked
 	// there since: its answer is on the way, held.
@@ -202,17 +199,7 @@ func TestLateRefusalIsOlderNews(t *testing.T) {
 	proxy := startProxy(t, c.Primary())
 	addr := proxy.Addr()
 	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), addr, 1)
-	cfg, err := failover.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &recordingHandler{}
-	cfg.Logger = slog.New(logs)
-	pool, err := failover.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, logs := newLoggedPool(t, ctx, dsn)
 	if _, err := pool.Exec(ctx, "CREATE TABLE fenced (n int) /* late-refusal-3f0b */"); err != nil {
 		t.Fatal(err)
 	}
