@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
+	"github.com/pgfailover/pgfailover/internal/stalecheck"
 	"github.com/pgfailover/pgfailover/replica"
 )
 
@@ -191,36 +192,16 @@ func TestLaggingReplicaIsExcluded(t *testing.T) {
 	if err := primary.Exec(ctx, "UPDATE lag SET v = 2"); err != nil {
 		t.Fatal(err)
 	}
-	// The write was acknowledged before wrote. A read begun after
-	// wrote+max_lag is routed later still, when a replica that has not
-	// replayed the write is stale past max_lag by the Pool's own bound
-	// (the time of the newest sample of the primary it has reached), however
-	// late the probes run: the bound grows by itself between them. A slow
-	// machine only makes wrote later, and began earlier, than what they
-	// stand for: it can spare a read the check, never fail one the bound
-	// allows. So the threshold is max_lag itself, with no allowance for
-	// scheduling, and the loop runs until 20 reads came under it.
-	wrote := time.Now()
-	var early, earlyOld, checked int
-	for checked < 20 {
-		var v int
-		began := time.Now()
-		if err := pool.Reader().QueryRow(ctx, "SELECT v FROM lag").Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		if began.Sub(wrote) <= maxLag {
-			early++
-			if v == 1 {
-				earlyOld++
-			}
-			continue
-		}
-		checked++
-		if v == 1 {
-			t.Fatalf("a read begun %v after the write returned read the old value (max_lag %v)", began.Sub(wrote), maxLag)
-		}
-	}
-	t.Logf("reads begun within max_lag of the write: %d, %d of them on a lagging replica (allowed); %d reads after it, none stale", early, earlyOld, checked)
+	// A read begun after wrote+max_lag is routed later still, when a
+	// replica that has not replayed the write is stale past max_lag by the
+	// Pool's own bound (the time of the newest sample of the primary it has
+	// reached), however late the probes run: the bound grows by itself
+	// between them. So the threshold is max_lag itself (see
+	// stalecheck.AfterWrite).
+	stalecheck.AfterWrite(t, time.Now(), maxLag, 1, func() (v int, err error) {
+		err = pool.Reader().QueryRow(ctx, "SELECT v FROM lag").Scan(&v)
+		return v, err
+	})
 	if port, _ := readerPort(ctx, pool); port != primary.Port() {
 		t.Fatalf("reads go to port %d while every replica lags, want the primary %d", port, primary.Port())
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/failover/stdlib"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/stalecheck"
 )
 
 // TestOpenReaderDB: the reader DB reads from the replicas, cannot write,
@@ -67,11 +68,9 @@ func TestOpenReaderDB(t *testing.T) {
 	// The DB keeps no idle connection, so each read takes a connection of
 	// the Reader's PgxPool, which hands one out only while its host would
 	// take a read then (a replica within max_lag by the Pool's bound, which
-	// grows by itself between probes). The write was acknowledged before
-	// wrote and the connection is taken after began: a slow machine can
-	// spare a read the check, never fail one the bound allows, so the
-	// threshold is max_lag itself, and the loop runs until 20 reads came
-	// under it.
+	// grows by itself between probes). The connection is taken after
+	// the read began, so the threshold is max_lag itself (see
+	// stalecheck.AfterWrite).
 	for _, r := range c.Replicas() {
 		if err := r.PauseReplay(ctx); err != nil {
 			t.Fatal(err)
@@ -88,28 +87,10 @@ func TestOpenReaderDB(t *testing.T) {
 	if err := c.Primary().Exec(ctx, "UPDATE r SET v = 2"); err != nil {
 		t.Fatal(err)
 	}
-	const maxLag = time.Second
-	wrote := time.Now()
-	var early, earlyOld, checked int
-	for checked < 20 {
-		var v int
-		began := time.Now()
-		if err := db.QueryRowContext(ctx, "SELECT v FROM r").Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		if began.Sub(wrote) <= maxLag {
-			early++
-			if v == 1 {
-				earlyOld++
-			}
-			continue
-		}
-		checked++
-		if v == 1 {
-			t.Fatalf("a read begun %v after the write returned read the old value (max_lag %v)", began.Sub(wrote), maxLag)
-		}
-	}
-	t.Logf("reads begun within max_lag of the write: %d, %d of them on a lagging replica (allowed); %d reads after it, none stale", early, earlyOld, checked)
+	stalecheck.AfterWrite(t, time.Now(), time.Second, 1, func() (v int, err error) {
+		err = db.QueryRowContext(ctx, "SELECT v FROM r").Scan(&v)
+		return v, err
+	})
 	for _, r := range c.Replicas() {
 		if err := r.ResumeReplay(ctx); err != nil {
 			t.Fatal(err)
