@@ -63,7 +63,7 @@ func ExampleCluster_Failover() {
 	}()
 	// Until the promotion, writes fail with failover.ErrNoHost or
 	// ErrBudgetExhausted: never sent, so certainly not committed.
-	for failovertest.OutcomeOf(pool.Ping(ctx)) == failovertest.Acknowledged {
+	for failovertest.WriteResultOf(pool.Ping(ctx)) == failovertest.Acknowledged {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if err := <-done; err != nil {
@@ -122,11 +122,11 @@ func ExampleLedger() {
 	fmt.Println(verdict.OK())
 }
 
-// OutcomeOf is how a Ledger reads a write's error.
-func ExampleOutcomeOf() {
-	fmt.Println(failovertest.OutcomeOf(nil))
-	fmt.Println(failovertest.OutcomeOf(fmt.Errorf("placing order: %w", failover.ErrCommitOutcomeUnknown)))
-	fmt.Println(failovertest.OutcomeOf(failover.ErrNoHost))
+// WriteResultOf is how a Ledger reads a write's error.
+func ExampleWriteResultOf() {
+	fmt.Println(failovertest.WriteResultOf(nil))
+	fmt.Println(failovertest.WriteResultOf(fmt.Errorf("placing order: %w", failover.ErrCommitOutcomeUnknown)))
+	fmt.Println(failovertest.WriteResultOf(failover.ErrNoHost))
 	// Output:
 	// acknowledged
 	// unknown

@@ -13,12 +13,12 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 )
 
-// Outcome is what one write returned, as a Ledger records it.
-type Outcome int
+// WriteResult is what one write returned, as a Ledger records it.
+type WriteResult int
 
 const (
 	// Acknowledged: the write returned no error, so it committed.
-	Acknowledged Outcome = iota
+	Acknowledged WriteResult = iota
 	// Unknown: the write failed with failover.ErrCommitOutcomeUnknown. It
 	// may or may not have committed.
 	Unknown
@@ -27,8 +27,8 @@ const (
 	Failed
 )
 
-// String returns the outcome's name.
-func (o Outcome) String() string {
+// String returns the result's name.
+func (o WriteResult) String() string {
 	switch o {
 	case Acknowledged:
 		return "acknowledged"
@@ -37,13 +37,13 @@ func (o Outcome) String() string {
 	case Failed:
 		return "failed"
 	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+	return "WriteResult(" + strconv.Itoa(int(o)) + ")"
 }
 
-// OutcomeOf says what a write's error means: nil is Acknowledged, an error
-// wrapping failover.ErrCommitOutcomeUnknown is Unknown, any other is
+// WriteResultOf says what a write's error means: nil is Acknowledged, an
+// error wrapping failover.ErrCommitOutcomeUnknown is Unknown, any other is
 // Failed.
-func OutcomeOf(err error) Outcome {
+func WriteResultOf(err error) WriteResult {
 	switch {
 	case err == nil:
 		return Acknowledged
@@ -73,17 +73,17 @@ var ErrMismatch = errors.New("failovertest: the table disagrees with the ledger"
 type Ledger[K comparable] struct {
 	// mu guards the fields below. No I/O while held.
 	mu     sync.Mutex
-	keys   map[K]keyOutcomes
+	keys   map[K]keyResults
 	order  []K // keys in the order first recorded, for stable reports
 	counts [3]int
 }
 
-// keyOutcomes says which outcomes the writes of one key had.
-type keyOutcomes [3]bool
+// keyResults says which results the writes of one key had.
+type keyResults [3]bool
 
-// verdict is the one outcome a key's writes add up to: acknowledged if
+// verdict is the one result a key's writes add up to: acknowledged if
 // any was, else unknown if any was, else failed.
-func (k keyOutcomes) verdict() Outcome {
+func (k keyResults) verdict() WriteResult {
 	switch {
 	case k[Acknowledged]:
 		return Acknowledged
@@ -94,18 +94,18 @@ func (k keyOutcomes) verdict() Outcome {
 }
 
 // Record records that a write storing key returned err, and returns what
-// that means (OutcomeOf). Pass the error the application's own code
+// that means (WriteResultOf). Pass the error the application's own code
 // returned, so that the check judges the application: a service that
 // reports an unknown outcome as its own error type should wrap
 // failover.ErrCommitOutcomeUnknown, or the write counts as Failed. So
 // should one whose resend of an unknown write failed: the error then wraps
 // both, as the settle pattern of docs/errors.md does.
-func (l *Ledger[K]) Record(key K, err error) Outcome {
-	o := OutcomeOf(err)
+func (l *Ledger[K]) Record(key K, err error) WriteResult {
+	o := WriteResultOf(err)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.keys == nil {
-		l.keys = map[K]keyOutcomes{}
+		l.keys = map[K]keyResults{}
 	}
 	k, seen := l.keys[key]
 	if !seen {
@@ -117,9 +117,9 @@ func (l *Ledger[K]) Record(key K, err error) Outcome {
 	return o
 }
 
-// Count returns how many writes were recorded with outcome o so far, for
+// Count returns how many writes were recorded with result o so far, for
 // a test that waits for progress before or after a fault.
-func (l *Ledger[K]) Count(o Outcome) int {
+func (l *Ledger[K]) Count(o WriteResult) int {
 	if o < 0 || int(o) >= len(l.counts) {
 		return 0
 	}
@@ -204,10 +204,10 @@ func (l *Ledger[K]) tally(present map[K]int64) Tally[K] {
 }
 
 // Tally is what Ledger.Check found, by key: each recorded key counts
-// once, under the outcome its writes add up to (acknowledged if any was,
+// once, under the result its writes add up to (acknowledged if any was,
 // else unknown if any was, else failed).
 type Tally[K comparable] struct {
-	// Acknowledged, Unknown and Failed count the keys by outcome.
+	// Acknowledged, Unknown and Failed count the keys by result.
 	Acknowledged, Unknown, Failed int
 	// UnknownCommitted counts the keys of unknown outcome that are in the
 	// table: those writes committed.

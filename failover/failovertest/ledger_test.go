@@ -10,10 +10,10 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 )
 
-func TestOutcomeOf(t *testing.T) {
+func TestWriteResultOf(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
-		want Outcome
+		want WriteResult
 	}{
 		{nil, Acknowledged},
 		{failover.ErrCommitOutcomeUnknown, Unknown},
@@ -22,9 +22,12 @@ func TestOutcomeOf(t *testing.T) {
 		{failover.ErrNoHost, Failed},
 		{errors.New("duplicate key"), Failed},
 	} {
-		if got := OutcomeOf(tc.err); got != tc.want {
-			t.Errorf("OutcomeOf(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := WriteResultOf(tc.err); got != tc.want {
+			t.Errorf("WriteResultOf(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+	if got, want := WriteResult(7).String(), "WriteResult(7)"; got != want {
+		t.Errorf("WriteResult(7).String() = %q, want %q", got, want)
 	}
 }
 
