@@ -170,12 +170,27 @@ func (c *Conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	}
 	t, err := c.pgxConn.BeginTx(ctx, opts)
 	if err != nil {
-		if !outcome.CallerDone(ctx) && !errors.Is(err, driver.ErrBadConn) && c.closed() {
-			return nil, fmt.Errorf("%w: BEGIN lost its connection: %w", driver.ErrBadConn, err)
-		}
-		return nil, err
+		return nil, c.beginFailed(ctx, err)
 	}
 	return &tx{Tx: t, c: c, ctx: ctx}, nil
+}
+
+// beginFailed names a failed BEGIN for database/sql: driver.ErrBadConn,
+// which makes it begin again on another connection, when the connection
+// is gone and outcome.Decide would send BEGIN, a statement that changes
+// nothing, to another host; else err as is. pgx's own driver.ErrBadConn
+// (nothing was sent) passes through.
+func (c *Conn) beginFailed(ctx context.Context, err error) error {
+	if errors.Is(err, driver.ErrBadConn) || !c.closed() {
+		return err
+	}
+	f, _ := outcome.Describe(err, outcome.Call, outcome.Idempotent, c.target)
+	f.CallerDone = outcome.CallerDone(ctx)
+	f.MaxAttempts, f.TimeLeft = 2, true
+	if outcome.Decide(f).Verdict != outcome.TryNext {
+		return err
+	}
+	return fmt.Errorf("%w: BEGIN lost its connection: %w", driver.ErrBadConn, err)
 }
 
 // ResetSession runs pgx's checks (closed, open transaction, a ping after a
