@@ -13,6 +13,7 @@ import (
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/failover/failovertest"
 	"github.com/pgfailover/pgfailover/hosthealth"
+	"github.com/pgfailover/pgfailover/internal/faultproxy"
 )
 
 // TestLateFailureIsOlderNews: a call's failure that reaches the Pool
@@ -26,11 +27,8 @@ import (
 func TestLateFailureIsOlderNews(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := failovertest.Start(t, failovertest.Replicas(0))
-	proxy := startProxy(t, c.Primary())
+	c, proxy, pool, logs := startBehindProxy(t, ctx, "health_probe_interval=1h")
 	addr := proxy.Addr()
-	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), addr, 1)
-	pool, logs := newLoggedPool(t, ctx, dsn)
 	if _, err := pool.Exec(ctx, "CREATE TABLE late (n int)"); err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +89,13 @@ func TestLateFailureIsOlderNews(t *testing.T) {
 	}
 }
 
-// newLoggedPool is newPool with a logger that records what the Pool logs.
-func newLoggedPool(t *testing.T, ctx context.Context, dsn string) (*failover.Pool, *recordingHandler) {
+// startBehindProxy starts a cluster of one server, a proxy in front of
+// it, and a Pool on the proxy with params, whose logs the test reads.
+func startBehindProxy(t *testing.T, ctx context.Context, params string) (*failovertest.Cluster, *faultproxy.Proxy, *failover.Pool, *recordingHandler) {
 	t.Helper()
+	c := failovertest.Start(t, failovertest.Replicas(0))
+	proxy := startProxy(t, c.Primary())
+	dsn := strings.Replace(c.Primary().ConnString(params), c.Primary().Addr(), proxy.Addr(), 1)
 	cfg, err := failover.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +107,7 @@ func newLoggedPool(t *testing.T, ctx context.Context, dsn string) (*failover.Poo
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return pool, logs
+	return c, proxy, pool, logs
 }
 
 // failuresLogged counts the changes of the host at addr to a failed
@@ -128,14 +130,10 @@ func failuresLogged(logs *recordingHandler, t time.Time, addr string) int {
 func TestLateProbeAnswerIsOlderNews(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := failovertest.Start(t, failovertest.Replicas(0))
-	proxy := startProxy(t, c.Primary())
-	addr := proxy.Addr()
 	// Probes every 100ms, and a held one is not given up before the test
 	// releases it.
-	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=100ms&health_probe_timeout=1m"),
-		c.Primary().Addr(), addr, 1)
-	pool, logs := newLoggedPool(t, ctx, dsn)
+	c, proxy, pool, logs := startBehindProxy(t, ctx, "health_probe_interval=100ms&health_probe_timeout=1m")
+	addr := proxy.Addr()
 
 	// Hold the connection the probe asks on, and wait until it has asked
 	// there since: its answer is on the way, held.
@@ -195,11 +193,8 @@ func TestLateProbeAnswerIsOlderNews(t *testing.T) {
 func TestLateRefusalIsOlderNews(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
-	c := failovertest.Start(t, failovertest.Replicas(0))
-	proxy := startProxy(t, c.Primary())
+	c, proxy, pool, logs := startBehindProxy(t, ctx, "health_probe_interval=1h")
 	addr := proxy.Addr()
-	dsn := strings.Replace(c.Primary().ConnString("health_probe_interval=1h"), c.Primary().Addr(), addr, 1)
-	pool, logs := newLoggedPool(t, ctx, dsn)
 	if _, err := pool.Exec(ctx, "CREATE TABLE fenced (n int) /* late-refusal-3f0b */"); err != nil {
 		t.Fatal(err)
 	}
