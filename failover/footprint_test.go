@@ -17,9 +17,8 @@ import (
 // hold at most one connection per Pool on each server they use, and none
 // on a replica they do not use: after New, the primary only (the probe's
 // connection); after a write, still one there (the probe rides on the
-// calls' idle connection); after the Readers have read, at most one on
-// each server, but for the Reader's own on the primary when it read
-// there.
+// calls' idle connection); after the Readers have read, one on each
+// server, but for the Reader's own on the primary when it read there.
 func TestIdlePoolFootprint(t *testing.T) {
 	skipUnderShort(t)
 	ctx := testContext(t)
@@ -97,33 +96,22 @@ func TestIdlePoolFootprint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A Pool whose Reader read on the primary (its replicas not known
-	// fresh enough yet) holds a connection of each of its pools there,
-	// and so does one whose calls pool opened a second connection while
-	// the probe was asking on the first. Every connection on the primary
-	// is one the Pools account for, and none holds more than one of each
-	// pool, nor a connection of the probe's own.
-	own := func() (held, extra int) {
-		for _, p := range ps {
-			h := hostStat(t, p, c.Primary().Addr())
-			n := int(h.Pool.TotalConns() + h.Reads.TotalConns())
-			if h.ProbeConn {
-				n++
-			}
-			held += n
-			extra += n - 1
-			if n > 2 || h.ProbeConn {
-				return held, -1
-			}
-		}
-		return held, extra
-	}
+	// Each Pool holds one connection of its calls pool on the primary,
+	// and its Reader's own when it read there (its replicas not known
+	// fresh enough yet): nothing else, not a probe's own, nor a second of
+	// its calls pool's, which a call that met the probe's loan opened
+	// (TestProbeLoanLeavesNoSurplus).
 	settle("after a read each", func(p int, rs []int) bool {
-		held, extra := own()
-		return extra >= 0 && p == held && atMost(pools)(p-extra, rs)
+		reads := 0
+		for _, pl := range ps {
+			h := hostStat(t, pl, c.Primary().Addr())
+			if h.ProbeConn || h.Pool.TotalConns() != 1 {
+				return false
+			}
+			reads += int(h.Reads.TotalConns())
+		}
+		return p == pools+reads && atMost(pools)(pools, rs)
 	})
-	_, extra := own()
-	t.Logf("%d of the Pools hold a second connection on the primary", extra)
 }
 
 // TestProbeOnAPoolConnSkipsPrepareConn: the probe asks on the calls'
@@ -161,4 +149,55 @@ func TestProbeOnAPoolConnSkipsPrepareConn(t *testing.T) {
 	if got := prepared.Load(); got != after {
 		t.Errorf("PrepareConn called %d times more while only the probe used the connection", got-after)
 	}
+}
+
+// TestProbeLoanLeavesNoSurplus: a call that finds the calls pool's one
+// connection lent to the probe opens another; once the probe gives its
+// loan back, the pool is back to one connection, not two for as long as
+// pgxpool keeps an idle one. The probe's question is held back on the
+// wire while the call runs.
+func TestProbeLoanLeavesNoSurplus(t *testing.T) {
+	skipUnderShort(t)
+	ctx := testContext(t)
+	c, proxy, pool, _ := startBehindProxy(t, ctx, "health_probe_interval=100ms&health_probe_timeout=1m")
+	if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() int32 { return pool.Stat().Hosts()[0].Pool.TotalConns() }
+	waitUntil(t, 10*time.Second, "the probe on the calls' connection", func() bool {
+		h := pool.Stat().Hosts()[0]
+		return !h.ProbeConn && h.Pool.TotalConns() == 1
+	})
+
+	// Hold the calls' connection, and wait until the probe asked on it.
+	admin, err := c.Primary().Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var pid, port int
+	if err := admin.QueryRow(ctx, `SELECT pid, client_port FROM pg_stat_activity
+		WHERE (query = 'SELECT 1' OR strpos(query, 'pgfailover.zone') > 0) AND pid <> pg_backend_pid()`).Scan(&pid, &port); err != nil {
+		t.Fatal(err)
+	}
+	release := proxy.Hold(port)
+	defer release()
+	var heldAt time.Time
+	if err := admin.QueryRow(ctx, "SELECT now()").Scan(&heldAt); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "a probe asked on the held connection", func() bool {
+		var asked bool
+		return admin.QueryRow(ctx, `SELECT query_start > $2 AND strpos(query, 'pgfailover.zone') > 0
+			FROM pg_stat_activity WHERE pid = $1`, pid, heldAt).Scan(&asked) == nil && asked
+	})
+
+	if _, err := pool.Exec(ctx, "SELECT 2"); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls(); n != 2 {
+		t.Fatalf("the calls pool holds %d connections while the probe holds its one; want a second opened", n)
+	}
+	release()
+	waitUntil(t, 10*time.Second, "the calls pool back to one connection", func() bool { return calls() == 1 })
 }

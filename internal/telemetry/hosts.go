@@ -51,6 +51,7 @@ const (
 	ClosedFallbackLifetime CloseReason = "fallback_lifetime" // a fallback host's connections lived fallback_lifetime
 	ClosedRemoved          CloseReason = "removed"           // the host left the topology
 	ClosedReadWrite        CloseReason = "read_write"        // a Reader session whose read-only default the application turned off
+	ClosedSurplus          CloseReason = "surplus"           // lent to the probe while a call opened another: the pool's size before the loan is kept
 )
 
 // Closed counts n connections of host s closed for reason.

@@ -112,7 +112,7 @@ func New(cfg Config) (*Instruments, error) {
 	t.reads = counter("pgfailover.reads", "{read}", "Reads the Reader sent, by destination (replica or primary) and reason (eligible, caught_up, waited, outage_sync, outage_async, pinned, lagging, unavailable).")
 	t.probes = counter("pgfailover.probes", "{probe}", "Health probes sent to each host, by outcome: ok, or the class of the failure.")
 	t.connAttempts = counter("pgfailover.connection.attempts", "{attempt}", "Connections the Pool's pools began to open to each host, by purpose.")
-	t.connClosed = counter("pgfailover.connection.closed", "{connection}", "Connections the Pool closed, by host and reason (demoted, closed_by_server, wrong_role, not_promoted, silent_host, fallback_lifetime, removed, read_write).")
+	t.connClosed = counter("pgfailover.connection.closed", "{connection}", "Connections the Pool closed, by host and reason (demoted, closed_by_server, wrong_role, not_promoted, silent_host, fallback_lifetime, removed, read_write, surplus).")
 	t.connCreate = seconds("db.client.connection.create_time", "The time it took to open a connection, including the role check.", waitBuckets...)
 	attempts, err := m.Int64Histogram("pgfailover.call.attempts",
 		metric.WithDescription("Attempts (hosts tried) per call that met a failover event, by outcome."),
