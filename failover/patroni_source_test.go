@@ -2,6 +2,7 @@ package failover_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -13,6 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/pgfailover/pgfailover/failover"
 	"github.com/pgfailover/pgfailover/internal/pgtest"
@@ -291,7 +295,7 @@ func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 	mu.Lock()
 	defer mu.Unlock()
 	var onLeader, leaderAfter, failed int
-	var firstOnSync, lastOnSync, firstBack time.Time
+	var firstOnSync, lastOnSync, firstBack, firstOnLeader time.Time
 	for _, r := range reads {
 		switch {
 		case r.err != nil:
@@ -303,6 +307,9 @@ func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 			// fails it again, and the round that follows may find
 			// Patroni's synchronous standby moved to it, so that the
 			// leader heads the second wave.
+			if onLeader == 0 {
+				firstOnLeader = r.at
+			}
 			onLeader++
 		case r.port == leader.Port():
 			leaderAfter++
@@ -316,10 +323,27 @@ func patroniLocalFirst(t *testing.T, ctx context.Context, pc *pgtest.PatroniClus
 		}
 	}
 	if onLeader > 0 {
-		t.Errorf("%d reads went to the leader before the local server's restart; the fallback's first wave is the synchronous standby", onLeader)
+		t.Errorf("%d reads went to the leader before the local server's restart, the first at kill+%v; the fallback's first wave is the synchronous standby; candidates that failed: %v",
+			onLeader, firstOnLeader.Sub(killed).Round(time.Millisecond), candidateFailures(t, ctx, meters))
 	}
 	t.Logf("%d reads on the leader after the local server's restart", leaderAfter)
 	t.Logf("%d reads, %d failed; local %s killed, first read on %s at kill+%v, reads back on the local server after its restart+%v (last on the standby at restart+%v)",
 		len(reads), failed, local.Name(), standby.Name(), firstOnSync.Sub(killed).Round(time.Millisecond),
 		firstBack.Sub(back).Round(time.Millisecond), lastOnSync.Sub(back).Round(time.Millisecond))
+}
+
+// candidateFailures lists pgfailover.fallback.candidate_failures by host
+// and reason.
+func candidateFailures(t *testing.T, ctx context.Context, r *sdkmetric.ManualReader) []string {
+	t.Helper()
+	var out []string
+	for _, m := range collect(t, ctx, r) {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "pgfailover.fallback.candidate_failures" {
+			for _, dp := range sum.DataPoints {
+				reason, _ := dp.Attributes.Value("pgfailover.reason")
+				out = append(out, fmt.Sprintf("%s %s ×%d", hostOf(dp.Attributes), reason.Emit(), dp.Value))
+			}
+		}
+	}
+	return out
 }
