@@ -341,7 +341,7 @@ func candidateFailures(t *testing.T, ctx context.Context, r *sdkmetric.ManualRea
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "pgfailover.fallback.candidate_failures" {
 			for _, dp := range sum.DataPoints {
 				reason, _ := dp.Attributes.Value("pgfailover.reason")
-				out = append(out, fmt.Sprintf("%s %s ×%d", hostOf(dp.Attributes), reason.Emit(), dp.Value))
+				out = append(out, fmt.Sprintf("%s %s ×%d", hostOf(dp.Attributes), reason.String(), dp.Value))
 			}
 		}
 	}
