@@ -68,17 +68,28 @@ func (pk picker) next(rs *routes, c *call) (h *hostpool.Host, heldBack bool) {
 }
 
 // steered returns the host the Pool's steerer chooses for c, when it can
-// take the call now and c does not hold it back, else nil.
+// take the call now and c does not hold it back, else nil. A choice that
+// host state counts unusable is news the steerer has not had (the local
+// server still down when its cooldown ran out, or a failure on its way to
+// the steerer): it is told, and asked once more, so that the call goes
+// where the steerer falls back to rather than down the ranking.
 func (pk picker) steered(rs *routes, c *call) *hostpool.Host {
-	addr := c.e.Steer.Choose(c.ctx)
-	if addr == "" {
-		return nil
+	for range 2 {
+		addr := c.e.Steer.Choose(c.ctx)
+		if addr == "" {
+			return nil
+		}
+		h := rs.Table.ByAddr[addr]
+		if h == nil || c.heldBack(h) {
+			return nil
+		}
+		if rs.Usable(addr, pk.target) {
+			return h
+		}
+		c.e.Steer.Failed(addr, hostpool.ErrHostNotUsable)
+		rs = c.e.State.Routes() // Choose may have waited for a discovery round
 	}
-	h := rs.Table.ByAddr[addr]
-	if h == nil || c.heldBack(h) || !rs.Usable(addr, pk.target) {
-		return nil
-	}
-	return h
+	return nil
 }
 
 // noHost reports whether every host in s is in the wrong role for the
