@@ -180,17 +180,8 @@ func TestProbeLoanLeavesNoSurplus(t *testing.T) {
 		WHERE (query = 'SELECT 1' OR strpos(query, 'pgfailover.zone') > 0) AND pid <> pg_backend_pid()`).Scan(&pid, &port); err != nil {
 		t.Fatal(err)
 	}
-	release := proxy.Hold(port)
+	release := holdProbe(t, ctx, admin, proxy, pid, port)
 	defer release()
-	var heldAt time.Time
-	if err := admin.QueryRow(ctx, "SELECT now()").Scan(&heldAt); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 30*time.Second, "a probe asked on the held connection", func() bool {
-		var asked bool
-		return admin.QueryRow(ctx, `SELECT query_start > $2 AND strpos(query, 'pgfailover.zone') > 0
-			FROM pg_stat_activity WHERE pid = $1`, pid, heldAt).Scan(&asked) == nil && asked
-	})
 
 	if _, err := pool.Exec(ctx, "SELECT 2"); err != nil {
 		t.Fatal(err)

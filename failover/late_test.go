@@ -110,6 +110,25 @@ func startBehindProxy(t *testing.T, ctx context.Context, params string) (*failov
 	return c, proxy, pool, logs
 }
 
+// holdProbe holds back what the server sends on the session with backend
+// pid and client port port, reached through proxy, and returns once a
+// probe has asked on it since: the probe's answer waits until release.
+func holdProbe(t *testing.T, ctx context.Context, admin *pgx.Conn, proxy *faultproxy.Proxy, pid, port int) (release func()) {
+	t.Helper()
+	release = proxy.Hold(port)
+	var heldAt time.Time
+	if err := admin.QueryRow(ctx, "SELECT now()").Scan(&heldAt); err != nil {
+		release()
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "a probe asked on the held session", func() bool {
+		var asked bool
+		return admin.QueryRow(ctx, `SELECT query_start > $2 AND strpos(query, 'pgfailover.zone') > 0
+			FROM pg_stat_activity WHERE pid = $1`, pid, heldAt).Scan(&asked) == nil && asked
+	})
+	return release
+}
+
 // failuresLogged counts the changes of the host at addr to a failed
 // state the Pool logged after t.
 func failuresLogged(logs *recordingHandler, t time.Time, addr string) int {
@@ -146,16 +165,8 @@ func TestLateProbeAnswerIsOlderNews(t *testing.T) {
 		return admin.QueryRow(ctx, `SELECT pid, client_port FROM pg_stat_activity
 			WHERE strpos(query, 'pgfailover.zone') > 0 AND pid <> pg_backend_pid() LIMIT 1`).Scan(&pid, &port) == nil
 	})
-	release := proxy.Hold(port)
+	release := holdProbe(t, ctx, admin, proxy, pid, port)
 	defer release()
-	var heldAt time.Time
-	if err := admin.QueryRow(ctx, "SELECT now()").Scan(&heldAt); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 30*time.Second, "a probe asked on the held session", func() bool {
-		var asked bool
-		return admin.QueryRow(ctx, "SELECT query_start > $2 FROM pg_stat_activity WHERE pid = $1", pid, heldAt).Scan(&asked) == nil && asked
-	})
 	admin.Close(ctx)
 
 	// The server stops; a call finds it gone, and the host is marked.

@@ -129,6 +129,16 @@ func expect(t *testing.T, c net.Conn, want string) {
 	}
 }
 
+// expectSilent fails unless a read on c, a connection the proxy holds
+// open, finds nothing for 100ms: neither bytes nor an end.
+func expectSilent(t *testing.T, c net.Conn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on a held connection: %d bytes, %v; want the read deadline", n, err)
+	}
+}
+
 // readErr reads from c until it fails and returns the error.
 func readErr(t *testing.T, c net.Conn) error {
 	t.Helper()
@@ -292,10 +302,7 @@ func TestBlackholeHoldsConnections(t *testing.T) {
 	waitHeld(t, p)
 	// The proxy has decided to keep the client waiting: a read finds
 	// nothing, not an end of stream.
-	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if n, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read on a held connection: %d bytes, %v; want the read deadline", n, err)
-	}
+	expectSilent(t, c)
 
 	p.SetBlackhole(false)
 	if err := readErr(t, c); err != io.EOF {

@@ -60,6 +60,25 @@ func startAwait(clk clock.Clock, closed <-chan struct{}) (returned <-chan struct
 	return done, cuts
 }
 
+// awaitToGrace starts awaitClosed on a fake clock, on a channel that the
+// returned finish closes, and moves the clock to a nanosecond before
+// closeGrace, failing t unless it still waits on its timer then, having
+// cut nothing.
+func awaitToGrace(t *testing.T) (clk *clock.Fake, finish func(), returned <-chan struct{}, cuts *atomic.Int32) {
+	t.Helper()
+	clk = clock.NewFake(closeStart)
+	closed := make(chan struct{})
+	finish = closer(t, closed)
+	returned, cuts = startAwait(clk, closed)
+	waitFor(t, "the grace timer", func() bool { return clk.Timers() == 1 })
+	clk.Advance(closeGrace - time.Nanosecond)
+	if clk.Timers() != 1 || cuts.Load() != 0 || isClosed(returned) {
+		t.Fatalf("a nanosecond before closeGrace: %d timers waiting, %d cuts, returned %v; want 1, 0, false",
+			clk.Timers(), cuts.Load(), isClosed(returned))
+	}
+	return clk, finish, returned, cuts
+}
+
 // TestAwaitClosed: Close's wait on the fake clock. What it waits for is
 // given closeGrace to finish: it is cut only once the clock has passed
 // closeGrace, and waited for still after the cut. Nothing is cut, and no
@@ -80,16 +99,7 @@ func TestAwaitClosed(t *testing.T) {
 	})
 
 	t.Run("in time", func(t *testing.T) {
-		clk := clock.NewFake(closeStart)
-		closed := make(chan struct{})
-		finish := closer(t, closed)
-		returned, cuts := startAwait(clk, closed)
-		waitFor(t, "the grace timer", func() bool { return clk.Timers() == 1 })
-		clk.Advance(closeGrace - time.Nanosecond)
-		if clk.Timers() != 1 || cuts.Load() != 0 || isClosed(returned) {
-			t.Fatalf("a nanosecond before closeGrace: %d timers waiting, %d cuts, returned %v; want 1, 0, false",
-				clk.Timers(), cuts.Load(), isClosed(returned))
-		}
+		clk, finish, returned, cuts := awaitToGrace(t)
 		finish()
 		waitFor(t, "awaitClosed to return", func() bool { return isClosed(returned) })
 		if n := cuts.Load(); n != 0 {
@@ -101,16 +111,7 @@ func TestAwaitClosed(t *testing.T) {
 	})
 
 	t.Run("grace passes", func(t *testing.T) {
-		clk := clock.NewFake(closeStart)
-		closed := make(chan struct{})
-		finish := closer(t, closed)
-		returned, cuts := startAwait(clk, closed)
-		waitFor(t, "the grace timer", func() bool { return clk.Timers() == 1 })
-		clk.Advance(closeGrace - time.Nanosecond)
-		if clk.Timers() != 1 || cuts.Load() != 0 || isClosed(returned) {
-			t.Fatalf("a nanosecond before closeGrace: %d timers waiting, %d cuts, returned %v; want 1, 0, false",
-				clk.Timers(), cuts.Load(), isClosed(returned))
-		}
+		clk, finish, returned, cuts := awaitToGrace(t)
 		clk.Advance(time.Nanosecond)
 		waitFor(t, "the cut at closeGrace", func() bool { return cuts.Load() == 1 })
 		if isClosed(returned) {
